@@ -1,0 +1,100 @@
+#include "kernels/rms_norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/element.h"
+#include "kernels/row.h"
+#include "kernels/vec.h"
+
+namespace oao {
+namespace {
+
+// The mean square of zero elements is taken as 0, so an empty row gets rstd = 1/sqrt(epsilon).
+float rstd_of(float sum_sq, int64_t cols, float epsilon) {
+  const float mean_sq = cols == 0 ? 0.f : sum_sq / static_cast<float>(cols);
+  return 1.f / std::sqrt(mean_sq + epsilon);
+}
+
+template <class T>
+void norm_rows_baseline(const T* x, const float* gamma_f, float epsilon, T* y, float* rstd, int64_t begin,
+                        int64_t end, int64_t cols) {
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x_row = x + r * cols;
+    float lanes[8] = {};
+    for (int64_t j = 0; j < cols; ++j) lanes[j % 8] += to_float(x_row[j]) * to_float(x_row[j]);
+    float sum_sq = 0.f;
+    for (float l : lanes) sum_sq += l;
+    const float rs = rstd[r] = rstd_of(sum_sq, cols, epsilon);
+    for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = from_float<T>(to_float(x_row[j]) * rs * gamma_f[j]);
+  }
+}
+
+template <bool kStream, class T>
+__attribute__((target("avx2,fma,f16c"))) void norm_rows_avx2(const T* x, const float* gamma_f, float epsilon,
+                                                             T* y, float* rstd, int64_t begin, int64_t end,
+                                                             int64_t cols) {
+  const int64_t vec_end = cols - cols % 16;
+  for (int64_t r = begin; r < end; ++r) {
+    const T* x_row = x + r * cols;
+    T* y_row = y + r * cols;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t j = 0;
+    for (; j < vec_end; j += 16) {
+      const __m256 a = load8(x_row + j), b = load8(x_row + j + 8);
+      acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(a, a));
+      acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(b, b));
+    }
+    float sum_sq = hsum(_mm256_add_ps(acc0, acc1));
+    for (; j < cols; ++j) sum_sq += to_float(x_row[j]) * to_float(x_row[j]);
+    const float rs = rstd[r] = rstd_of(sum_sq, cols, epsilon);
+
+    const __m256 vrs = _mm256_set1_ps(rs);
+    j = 0;
+    if constexpr (kStream) {
+      for (const int64_t head = std::min<int64_t>(cols, elements_to_align(y_row)); j < head; ++j) {
+        y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_f[j]);
+      }
+    }
+    for (; j + 8 <= cols; j += 8) {
+      store8<kStream>(y_row + j, _mm256_mul_ps(_mm256_mul_ps(load8(x_row + j), vrs), load8(gamma_f + j)));
+    }
+    for (; j < cols; ++j) y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_f[j]);
+  }
+  if constexpr (kStream) _mm_sfence();
+}
+
+}  // namespace
+
+template <class T, class TG>
+void rms_norm(const T* x, const TG* gamma, float epsilon, T* y, float* rstd, int64_t rows, int64_t cols,
+              const Parallel& parallel) {
+  if (rows == 0) return;
+  std::vector<float> gamma_f(cols);
+  for (int64_t j = 0; j < cols; ++j) gamma_f[j] = to_float(gamma[j]);
+
+  auto rows_fn = norm_rows_baseline<T>;
+  if (use_avx2()) {
+    const bool stream = static_cast<size_t>(rows * cols) * sizeof(T) >= kStreamBytes;
+    rows_fn = stream ? norm_rows_avx2<true, T> : norm_rows_avx2<false, T>;
+  }
+  const size_t blocks = block_count(static_cast<size_t>(rows));
+  parallel.for_each(blocks, [&](size_t b) {
+    rows_fn(x, gamma_f.data(), epsilon, y, rstd, block_begin(b, blocks, rows),
+            block_begin(b + 1, blocks, rows), cols);
+  });
+}
+
+template void rms_norm<float, float>(const float*, const float*, float, float*, float*, int64_t, int64_t,
+                                     const Parallel&);
+template void rms_norm<half, half>(const half*, const half*, float, half*, float*, int64_t, int64_t,
+                                   const Parallel&);
+template void rms_norm<half, float>(const half*, const float*, float, half*, float*, int64_t, int64_t,
+                                    const Parallel&);
+template void rms_norm<bfloat16, bfloat16>(const bfloat16*, const bfloat16*, float, bfloat16*, float*,
+                                           int64_t, int64_t, const Parallel&);
+template void rms_norm<bfloat16, float>(const bfloat16*, const float*, float, bfloat16*, float*, int64_t,
+                                        int64_t, const Parallel&);
+
+}  // namespace oao

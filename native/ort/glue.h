@@ -1,0 +1,121 @@
+// What every ONNX Runtime kernel wrapper needs: type mapping to the kernels' storage types, the
+// intra-op thread pool as a Parallel, and errors that name the op, the input and the rule.
+#pragma once
+
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+#include <onnxruntime_lite_custom_op.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/element.h"
+#include "kernels/parallel.h"
+
+namespace oao {
+
+using Ort::Custom::Tensor;
+using Shape = std::vector<int64_t>;
+using OpList = std::vector<std::unique_ptr<Ort::Custom::OrtLiteCustomOp>>;
+
+inline constexpr const char* kCpu = "CPUExecutionProvider";
+
+// ORT's element types -> the kernels' layout-compatible storage types.
+template <class T>
+struct storage {
+  using type = T;
+};
+template <>
+struct storage<Ort::Float16_t> {
+  using type = half;
+};
+template <>
+struct storage<Ort::BFloat16_t> {
+  using type = bfloat16;
+};
+template <class T>
+using storage_t = typename storage<T>::type;
+
+template <class T>
+const storage_t<T>* data_of(const Tensor<T>& t) {
+  static_assert(sizeof(storage_t<T>) == sizeof(T));
+  return reinterpret_cast<const storage_t<T>*>(t.Data());
+}
+
+template <class T>
+storage_t<T>* allocate(Tensor<T>& t, const Shape& shape) {
+  return reinterpret_cast<storage_t<T>*>(t.Allocate(shape));
+}
+
+template <class T>
+constexpr const char* type_name() {
+  if constexpr (std::is_same_v<T, float>) return "float32";
+  if constexpr (std::is_same_v<T, Ort::Float16_t>) return "float16";
+  if constexpr (std::is_same_v<T, Ort::BFloat16_t>) return "bfloat16";
+  if constexpr (std::is_same_v<T, int32_t>) return "int32";
+  if constexpr (std::is_same_v<T, int64_t>) return "int64";
+}
+
+inline std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+inline int64_t element_count(const Shape& s, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i) n *= s[i];
+  return n;
+}
+
+// An INVALID_ARGUMENT status whose message starts with the op's name.
+inline Ort::Status op_error(const char* op, const std::string& message) {
+  return Ort::Status((std::string(op) + ": " + message).c_str(), ORT_INVALID_ARGUMENT);
+}
+
+// The session's intra-op pool; if ORT cannot schedule the work, it runs on the calling thread.
+inline Parallel parallel_of(OrtKernelContext* ctx) {
+  Parallel p;
+  p.owner = ctx;
+  p.run = [](void* owner, Parallel::Task task, size_t total, void* data) {
+    OrtStatus* status =
+        Ort::GetApi().KernelContext_ParallelFor(static_cast<OrtKernelContext*>(owner), task, total, 0, data);
+    if (status == nullptr) return;
+    Ort::GetApi().ReleaseStatus(status);
+    for (size_t i = 0; i < total; ++i) task(data, i);
+  };
+  return p;
+}
+
+// Runs a kernel body, turning any C++ exception (an allocation failure, say) into an ORT error
+// instead of letting it cross the C boundary.
+template <class F>
+Ort::Status guarded(const char* op, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const Ort::Exception& e) {
+    return Ort::Status((std::string(op) + ": " + e.what()).c_str(), e.GetOrtErrorCode());
+  } catch (const std::exception& e) {
+    return Ort::Status((std::string(op) + ": " + e.what()).c_str(), ORT_FAIL);
+  }
+}
+
+// Optional float attribute; ORT leaves defaults to the kernel for custom ops.
+inline float float_attribute(const OrtKernelInfo* info, const char* name, float fallback) {
+  float value = fallback;
+  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_float(info, name, &value)) {
+    Ort::GetApi().ReleaseStatus(status);
+    return fallback;
+  }
+  return value;
+}
+
+}  // namespace oao

@@ -1,0 +1,11 @@
+// Each op file adds its kernels (one per supported type combination) for one execution provider.
+#pragma once
+
+#include "ort/glue.h"
+
+namespace oao {
+
+void add_rms_norm_cpu(OpList& ops);
+void add_rms_norm_grad_cpu(OpList& ops);
+
+}  // namespace oao

@@ -1,0 +1,47 @@
+// The library's entry point and its one table of ops.
+#include <mutex>
+
+#include "ort/ops.h"
+
+namespace oao {
+namespace {
+
+constexpr const char* kDomain = "ort_ascend_ops";
+
+// Every op, once per execution provider.
+constexpr void (*kOpTable[])(OpList&) = {
+    add_rms_norm_cpu,
+    add_rms_norm_grad_cpu,
+};
+
+// Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any
+// session lives, and every session registering the library shares them.
+struct Library {
+  OpList ops;
+  Ort::CustomOpDomain domain{kDomain};
+
+  Library() {
+    for (auto add : kOpTable) add(ops);
+    for (auto& op : ops) domain.Add(op.get());
+  }
+};
+
+}  // namespace
+}  // namespace oao
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr) {
+    return api_base->GetApi(1)->CreateStatus(
+        ORT_FAIL, "ort_ascend_ops needs ONNX Runtime 1.21 or newer (C API version 21)");
+  }
+  Ort::InitApi(api);
+  try {
+    static const oao::Library library;
+    Ort::UnownedSessionOptions(options).Add(library.domain);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, (std::string("ort_ascend_ops: ") + e.what()).c_str());
+  }
+}

@@ -1,0 +1,73 @@
+// Shape rules shared by RmsNorm and RmsNormGrad (contract: 1 <= rank(gamma) <= rank(x),
+// gamma.shape == x.shape[n:], n = rank(x) - rank(gamma)).
+#pragma once
+
+#include "ort/glue.h"
+
+namespace oao {
+
+// The contract's (T, TG) table: gamma is T itself or float32.
+template <class T, class TG>
+constexpr bool allowed_pair() {
+  return std::is_same_v<T, TG> || std::is_same_v<TG, float>;
+}
+
+// Kernels exist for all nine (T, TG) combinations so that a pair outside the table gets this
+// error, naming the types, instead of ORT's "no kernel def matches node inputs".
+template <class T, class TG>
+Ort::Status pair_error(const char* op) {
+  return op_error(op,
+                  std::string("inputs 'x' (") + type_name<T>() + ") and 'gamma' (" + type_name<TG>() +
+                      ") are not an allowed (T, TG) pair; allowed: (float32, float32), (float16, float16), "
+                      "(float16, float32), (bfloat16, bfloat16), (bfloat16, float32)");
+}
+
+// Calls Add<T, TG>{}(ops) for T, TG in {float32, float16, bfloat16}. Give each op's Add its own
+// name: functors all called Add in anonymous namespaces of different files mangle alike, and the
+// linker then keeps one instantiation of this template for all of them.
+template <template <class, class> class Add>
+void add_all_pairs(OpList& ops) {
+  using F16 = Ort::Float16_t;
+  using BF16 = Ort::BFloat16_t;
+  Add<float, float>{}(ops), Add<float, F16>{}(ops), Add<float, BF16>{}(ops);
+  Add<F16, float>{}(ops), Add<F16, F16>{}(ops), Add<F16, BF16>{}(ops);
+  Add<BF16, float>{}(ops), Add<BF16, F16>{}(ops), Add<BF16, BF16>{}(ops);
+}
+
+struct NormGeometry {
+  int64_t rows = 0;  // prod(x.shape[:n]), one rstd each
+  int64_t cols = 0;  // prod(gamma.shape)
+  size_t n = 0;
+};
+
+inline Ort::Status norm_geometry(const char* op, const Shape& x, const Shape& gamma, NormGeometry& g) {
+  if (x.empty()) return op_error(op, "input 'x' has rank 0; it must have rank >= 1");
+  if (gamma.empty() || gamma.size() > x.size()) {
+    return op_error(op, "input 'gamma' has rank " + std::to_string(gamma.size()) +
+                            "; the rule is 1 <= rank(gamma) <= rank(x) = " + std::to_string(x.size()));
+  }
+  g.n = x.size() - gamma.size();
+  if (!std::equal(gamma.begin(), gamma.end(), x.begin() + g.n)) {
+    return op_error(op, "input 'gamma' has shape " + shape_str(gamma) + " but x " + shape_str(x) +
+                            " needs gamma.shape == x.shape[n:] with n = rank(x) - rank(gamma)");
+  }
+  g.rows = element_count(x, 0, g.n);
+  g.cols = element_count(x, g.n, x.size());
+  return Ort::Status(nullptr);
+}
+
+// rstd in keepdims form: x.shape[:n] + [1] * rank(gamma).
+inline Shape rstd_shape(const Shape& x, size_t n) {
+  Shape s(x.begin(), x.begin() + n);
+  s.resize(x.size(), 1);
+  return s;
+}
+
+inline Shape without_ones(const Shape& s) {
+  Shape out;
+  for (int64_t d : s)
+    if (d != 1) out.push_back(d);
+  return out;
+}
+
+}  // namespace oao

@@ -1,0 +1,26 @@
+"""Ascend training kernels as ONNX operators (domain ``ort_ascend_ops``, opset 1).
+
+- :func:`get_library_path`: the native custom-op library for ONNX Runtime.
+- :func:`function_protos`: the onnxscript reference implementations as ``FunctionProto``s, which
+  make a model portable to stock ONNX Runtime.
+- :func:`register_schemas`: the ops' schemas in ``onnx.defs`` (checker and shape inference).
+- :func:`make_session`: an ONNX Runtime session with the library, NumPy (and bfloat16) in and out.
+"""
+
+from .opschema import register_schemas
+from .reference import function_protos
+from .reference._opset import DOMAIN, VERSION as OPSET_VERSION
+from .reference.model import make_op_model
+from .runtime import Session, get_library_path, make_session, session_options
+
+__all__ = [
+    "DOMAIN",
+    "OPSET_VERSION",
+    "Session",
+    "function_protos",
+    "get_library_path",
+    "make_op_model",
+    "make_session",
+    "register_schemas",
+    "session_options",
+]

@@ -1,0 +1,343 @@
+"""Op specifications read from ``schemas/*.toml``.
+
+The TOML files are the single source for the ONNX schema registration (types, attributes,
+shape inference) and for the generated operator documentation.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx import AttributeProto, TensorProto, helper
+from onnx.defs import OpSchema
+from onnx.shape_inference import InferenceError
+
+# An installed wheel ships the TOML files inside the package; a source checkout keeps them at
+# the repository root.
+_SCHEMA_DIRS = (Path(__file__).parent / "schemas", Path(__file__).parent.parent / "schemas")
+
+Dim = int | str | None  # static size, symbolic name, or unknown
+Shape = list[Dim] | None  # None: rank unknown
+ShapeRule = Callable[[Mapping[str, Shape], Mapping[str, object]], Shape]
+
+_ELEM_TYPES = {f"tensor({name.lower()})": value for name, value in TensorProto.DataType.items()}
+_ELEM_NAMES = {value: name for name, value in _ELEM_TYPES.items()}
+
+_ATTR_TYPES = {
+    "int": (AttributeProto.INT, int),
+    "float": (AttributeProto.FLOAT, float),
+    "string": (AttributeProto.STRING, str),
+    "ints": (AttributeProto.INTS, lambda v: [int(e) for e in v]),
+    "floats": (AttributeProto.FLOATS, lambda v: [float(e) for e in v]),
+    "strings": (AttributeProto.STRINGS, lambda v: [str(e) for e in v]),
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """An input or output. ``shape`` (outputs only) is ``same:<input>`` or ``rule:<name>``."""
+
+    name: str
+    type: str
+    description: str = ""
+    optional: bool = False
+    shape: str | None = None
+
+
+@dataclass(frozen=True)
+class Attribute:
+    name: str
+    type: str
+    description: str = ""
+    default: object = None
+    required: bool = False
+
+    def to_proto(self, value: object) -> AttributeProto:
+        attr_type, coerce = _ATTR_TYPES[self.type]
+        return helper.make_attribute(self.name, coerce(value), attr_type=attr_type)
+
+
+@dataclass(frozen=True)
+class TypeConstraint:
+    name: str
+    types: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TypeCombinations:
+    """The only allowed joint bindings of several type parameters."""
+
+    params: tuple[str, ...]
+    types: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    domain: str
+    since_version: int
+    doc: str
+    inputs: tuple[Param, ...]
+    outputs: tuple[Param, ...]
+    attributes: tuple[Attribute, ...] = ()
+    type_constraints: tuple[TypeConstraint, ...] = ()
+    allowed_type_combinations: TypeCombinations | None = None
+
+
+def _rms_norm_rstd(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> Shape:
+    """`x.shape[:n] + [1] * rank(gamma)`, `n = rank(x) - rank(gamma)`."""
+    x, gamma = shapes.get("x"), shapes.get("gamma")
+    if x is None or gamma is None:
+        return None
+    if not 1 <= len(gamma) <= len(x):
+        raise ValueError(f"need 1 <= rank(gamma) <= rank(x), got shapes {gamma} and {x}")
+    n = len(x) - len(gamma)
+    if any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(x[n:], gamma)):
+        raise ValueError(f"gamma shape {gamma} does not match the trailing axes of x shape {x}")
+    return x[:n] + [1] * len(gamma)
+
+
+# Named shape rules that TOML outputs refer to as ``shape = "rule:<name>"``.
+SHAPE_RULES: dict[str, ShapeRule] = {
+    "rms_norm_rstd": _rms_norm_rstd,
+}
+
+
+def _spec_from_toml(data: dict) -> OpSpec:
+    data = dict(data)
+    combos = data.pop("allowed_type_combinations", None)
+    spec = OpSpec(
+        inputs=tuple(Param(**p) for p in data.pop("inputs")),
+        outputs=tuple(Param(**p) for p in data.pop("outputs")),
+        attributes=tuple(Attribute(**a) for a in data.pop("attributes", ())),
+        type_constraints=tuple(
+            TypeConstraint(c["name"], tuple(c["types"]), c.get("description", ""))
+            for c in data.pop("type_constraints", ())
+        ),
+        allowed_type_combinations=combos
+        and TypeCombinations(tuple(combos["params"]), tuple(map(tuple, combos["types"]))),
+        **data,
+    )
+    _validate(spec)
+    return spec
+
+
+def _validate(spec: OpSpec) -> None:
+    params = {c.name for c in spec.type_constraints}
+    for p in spec.inputs + spec.outputs:
+        if p.type not in params and p.type not in _ELEM_TYPES:
+            raise ValueError(f"{spec.name}.{p.name}: unknown type {p.type!r}")
+    input_names = {p.name for p in spec.inputs}
+    for p in spec.outputs:
+        kind, _, target = (p.shape or "").partition(":")
+        if not (kind == "same" and target in input_names or kind == "rule" and target in SHAPE_RULES):
+            raise ValueError(f"{spec.name}.{p.name}: bad shape {p.shape!r}")
+    for a in spec.attributes:
+        if a.type not in _ATTR_TYPES:
+            raise ValueError(f"{spec.name}.{a.name}: unknown attribute type {a.type!r}")
+        if a.required and a.default is not None:
+            raise ValueError(f"{spec.name}.{a.name}: a required attribute takes no default")
+    combos = spec.allowed_type_combinations
+    if combos and not set(combos.params) <= params:
+        raise ValueError(f"{spec.name}: allowed_type_combinations names unknown parameters")
+
+
+@functools.cache
+def _specs() -> dict[str, OpSpec]:
+    folder = next(d for d in _SCHEMA_DIRS if d.is_dir())
+    specs = {}
+    for path in sorted(folder.glob("*.toml")):
+        with path.open("rb") as f:
+            spec = _spec_from_toml(tomllib.load(f))
+        specs[spec.name] = spec
+    return specs
+
+
+def load_op_specs() -> dict[str, OpSpec]:
+    """All op specs, keyed by op name."""
+    return dict(_specs())
+
+
+def infer_outputs(
+    spec: OpSpec,
+    inputs: Mapping[str, tuple[int | None, Shape]],
+    attrs: Mapping[str, object],
+) -> dict[str, tuple[int | None, Shape]]:
+    """Element type and shape of every output, from the present inputs' (elem_type, shape).
+
+    Absent optional inputs are left out of ``inputs``; unknown element types are None.
+    Raises ValueError for a type or shape the spec does not allow.
+    """
+    constraints = {c.name: c for c in spec.type_constraints}
+    bound: dict[str, int] = {}
+    for p in spec.inputs:
+        elem = inputs.get(p.name, (None, None))[0]
+        if elem is None:
+            continue
+        allowed = constraints[p.type].types if p.type in constraints else (p.type,)
+        if _ELEM_NAMES.get(elem) not in allowed:
+            raise ValueError(f"{spec.name}: {p.name} has type {_ELEM_NAMES.get(elem, elem)}, "
+                             f"not one of {allowed}")
+        if p.type not in constraints:
+            continue
+        if bound.setdefault(p.type, elem) != elem:
+            raise ValueError(f"{spec.name}: {p.name} has type {_ELEM_NAMES[elem]}, but {p.type} "
+                             f"is already bound to {_ELEM_NAMES[bound[p.type]]}")
+    combos = spec.allowed_type_combinations
+    if combos and all(t in bound for t in combos.params):
+        got = tuple(_ELEM_NAMES[bound[t]] for t in combos.params)
+        if got not in combos.types:
+            raise ValueError(f"{spec.name}: ({', '.join(combos.params)}) = ({', '.join(got)}) "
+                             f"is not an allowed type combination")
+
+    missing = [a.name for a in spec.attributes if a.required and a.name not in attrs]
+    if missing:
+        raise ValueError(f"{spec.name}: missing required attributes {missing}")
+    attrs = {a.name: a.default for a in spec.attributes if a.default is not None} | dict(attrs)
+    shapes = {name: shape for name, (_, shape) in inputs.items()}
+
+    outputs = {}
+    for p in spec.outputs:
+        kind, _, target = p.shape.partition(":")
+        try:
+            shape = shapes.get(target) if kind == "same" else SHAPE_RULES[target](shapes, attrs)
+        except ValueError as e:
+            raise ValueError(f"{spec.name}: {e}") from None
+        elem = bound.get(p.type) if p.type in constraints else _ELEM_TYPES[p.type]
+        outputs[p.name] = (elem, None if shape is None else list(shape))
+    return outputs
+
+
+def _from_type_proto(tp: onnx.TypeProto | None) -> tuple[int | None, Shape]:
+    if tp is None or not tp.HasField("tensor_type"):
+        return None, None
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type or None, None
+    dims = [d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tt.shape.dim]
+    return tt.elem_type or None, dims
+
+
+def _attr_value(proto: AttributeProto) -> object:
+    value = helper.get_attribute_value(proto)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode() for v in value]
+    return value
+
+
+def _inference_function(spec: OpSpec) -> Callable[[onnx.shape_inference.InferenceContext], None]:
+    def infer(ctx) -> None:
+        inputs = {
+            p.name: _from_type_proto(ctx.get_input_type(i))
+            for i, p in enumerate(spec.inputs)
+            if i < ctx.get_num_inputs() and ctx.has_input(i)
+        }
+        protos = {a.name: ctx.get_attribute(a.name) for a in spec.attributes}
+        attrs = {name: _attr_value(p) for name, p in protos.items() if p is not None}
+        try:
+            outputs = infer_outputs(spec, inputs, attrs)
+        except ValueError as e:
+            raise InferenceError(str(e)) from e
+        for i, p in enumerate(spec.outputs):
+            elem, shape = outputs[p.name]
+            if i < ctx.get_num_outputs() and ctx.has_output(i) and elem is not None:
+                ctx.set_output_type(i, helper.make_tensor_type_proto(elem, shape))
+
+    return infer
+
+
+def _formal(p: Param) -> OpSchema.FormalParameter:
+    option = OpSchema.FormalParameterOption.Optional if p.optional else OpSchema.FormalParameterOption.Single
+    return OpSchema.FormalParameter(p.name, p.type, p.description, param_option=option)
+
+
+def _onnx_attribute(a: Attribute) -> OpSchema.Attribute:
+    if a.default is not None:
+        return OpSchema.Attribute(a.name, a.to_proto(a.default), a.description)
+    attr_type = OpSchema.AttrType(_ATTR_TYPES[a.type][0])
+    return OpSchema.Attribute(a.name, attr_type, a.description, required=a.required)
+
+
+def _to_onnx_schema(spec: OpSpec) -> OpSchema:
+    schema = OpSchema(
+        spec.name,
+        spec.domain,
+        spec.since_version,
+        spec.doc,
+        inputs=[_formal(p) for p in spec.inputs],
+        outputs=[_formal(p) for p in spec.outputs],
+        type_constraints=[(c.name, list(c.types), c.description) for c in spec.type_constraints],
+        attributes=[_onnx_attribute(a) for a in spec.attributes],
+    )
+    schema.set_type_and_shape_inference_function(_inference_function(spec))
+    return schema
+
+
+def register_schemas() -> None:
+    """Register every op's ONNX schema; ops already registered are left alone."""
+    for spec in _specs().values():
+        if not onnx.defs.has(spec.name, spec.since_version, spec.domain):
+            onnx.defs.register_schema(_to_onnx_schema(spec))
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows] + [""]
+
+
+def _shape_doc(shape: str) -> str:
+    kind, _, target = shape.partition(":")
+    return f"same as `{target}`" if kind == "same" else SHAPE_RULES[target].__doc__
+
+
+def _op_markdown(spec: OpSpec) -> list[str]:
+    def name(p: Param) -> str:
+        return f"`{p.name}`" + (" (optional)" if p.optional else "")
+
+    lines = [f"## {spec.name}", "", f"Domain `{spec.domain}`, since version {spec.since_version}.", ""]
+    lines += [spec.doc.strip(), "", "### Inputs", ""]
+    lines += _table(("Name", "Type", "Description"),
+                    [(name(p), f"`{p.type}`", p.description) for p in spec.inputs])
+    lines += ["### Outputs", ""]
+    lines += _table(("Name", "Type", "Shape", "Description"),
+                    [(name(p), f"`{p.type}`", _shape_doc(p.shape), p.description) for p in spec.outputs])
+    if spec.attributes:
+        lines += ["### Attributes", ""]
+        lines += _table(("Name", "Type", "Default", "Description"), [
+            (f"`{a.name}`", a.type, "required" if a.required else
+             "none" if a.default is None else f"`{a.default!r}`", a.description)
+            for a in spec.attributes
+        ])
+    if spec.type_constraints:
+        lines += ["### Type constraints", ""]
+        lines += _table(("Name", "Allowed types", "Description"), [
+            (f"`{c.name}`", ", ".join(f"`{t}`" for t in c.types), c.description)
+            for c in spec.type_constraints
+        ])
+    combos = spec.allowed_type_combinations
+    if combos:
+        lines += ["Allowed type combinations (any other is rejected by shape inference):", ""]
+        lines += _table(tuple(f"`{t}`" for t in combos.params),
+                        [tuple(f"`{t}`" for t in row) for row in combos.types])
+    return lines
+
+
+def docs_markdown() -> str:
+    """Operator reference in Markdown, rendered from the specs."""
+    lines = [
+        "# ort_ascend_ops operators",
+        "",
+        "Generated from `schemas/*.toml` by `ort_ascend_ops.opschema.docs_markdown()`; do not edit.",
+        "",
+    ]
+    for spec in sorted(_specs().values(), key=lambda s: s.name):
+        lines += _op_markdown(spec)
+    return "\n".join(lines).rstrip() + "\n"

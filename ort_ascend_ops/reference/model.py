@@ -1,0 +1,95 @@
+"""Single-node models of the ort_ascend_ops operators, for tests and benchmarks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from ..opschema import Dim, infer_outputs, load_op_specs
+from . import DOMAIN, VERSION, function_protos
+
+ONNX_OPSET = 23
+IR_VERSION = 10  # accepted by both onnx 1.23 and ONNX Runtime 1.32
+
+
+def _elem_type(dtype: int | np.dtype | type) -> int:
+    return dtype if isinstance(dtype, int) else helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _shape(shape: Sequence[Dim] | None) -> list[Dim] | None:
+    return None if shape is None else list(shape)
+
+
+def make_op_model(
+    op_name: str,
+    input_types: Mapping[str, tuple[int | np.dtype | type, Sequence[Dim] | None]],
+    attrs: Mapping[str, object] | None = None,
+    with_functions: bool = True,
+    output_cast_float: bool = False,
+) -> onnx.ModelProto:
+    """Build a model holding one ``ort_ascend_ops`` node of type ``op_name``.
+
+    Args:
+        op_name: an op of ``load_op_specs()``, e.g. ``"RmsNorm"``.
+        input_types: input name -> (element type, shape). The element type is an
+            ``onnx.TensorProto`` data type or a NumPy dtype (``ml_dtypes.bfloat16`` works);
+            each dim is an int, a symbolic name (str) or None, and a shape of None means
+            unknown rank. Graph inputs carry the op's input names; an optional input left out
+            is passed to the node as absent.
+        attrs: node attributes, coerced to the types the spec declares; omitted ones keep
+            their defaults.
+        with_functions: attach the onnxscript reference FunctionProtos as
+            ``model.functions`` so that runtimes without the native kernels (ONNX Runtime
+            inlines them, ``onnx.reference``) can run the model.
+        output_cast_float: append ``Cast(to=FLOAT)`` to every non-float32 output, e.g.
+            because ONNX Runtime cannot hand bfloat16 back to NumPy.
+
+    Graph outputs carry the op's output names, with element types and shapes from the
+    spec's shape inference. Raises ValueError for types or shapes the spec rejects.
+    """
+    spec = load_op_specs()[op_name]
+    attrs = dict(attrs or {})
+    by_name = {a.name: a for a in spec.attributes}
+    unknown = (set(input_types) - {p.name for p in spec.inputs}) | (set(attrs) - set(by_name))
+    if unknown:
+        raise ValueError(f"{op_name} has no inputs or attributes named {sorted(unknown)}")
+    inputs = {
+        p.name: (_elem_type(input_types[p.name][0]), _shape(input_types[p.name][1]))
+        for p in spec.inputs
+        if p.name in input_types
+    }
+    outputs = infer_outputs(spec, inputs, attrs)
+
+    node_inputs = [p.name if p.name in inputs else "" for p in spec.inputs]
+    while node_inputs and not node_inputs[-1]:
+        node_inputs.pop()
+    cast = {name for name, (elem, _) in outputs.items() if output_cast_float and elem != TensorProto.FLOAT}
+    node = helper.make_node(
+        op_name,
+        node_inputs,
+        [f"{op_name}_{name}" if name in cast else name for name in outputs],
+        domain=spec.domain,
+    )
+    node.attribute.extend(by_name[name].to_proto(value) for name, value in attrs.items())
+    casts = [helper.make_node("Cast", [f"{op_name}_{name}"], [name], to=TensorProto.FLOAT) for name in cast]
+
+    graph = helper.make_graph(
+        [node, *casts],
+        op_name,
+        [helper.make_tensor_value_info(name, elem, shape) for name, (elem, shape) in inputs.items()],
+        [
+            helper.make_tensor_value_info(name, TensorProto.FLOAT if name in cast else elem, shape)
+            for name, (elem, shape) in outputs.items()
+        ],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", ONNX_OPSET), helper.make_opsetid(DOMAIN, VERSION)],
+        ir_version=IR_VERSION,
+    )
+    if with_functions:
+        model.functions.extend(function_protos())
+    return model

@@ -1,0 +1,96 @@
+"""Running models that use the ops: sessions with the native library registered, and NumPy in
+and out for every dtype, bfloat16 included (ONNX Runtime's Python API has no NumPy bfloat16)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+_LIBRARY_NAME = "libort_ascend_ops.so"
+
+
+def get_library_path() -> str:
+    """Path of the native custom-op library (``ORT_ASCEND_OPS_LIBRARY`` overrides it)."""
+    override = os.environ.get("ORT_ASCEND_OPS_LIBRARY")
+    path = Path(override) if override else Path(__file__).with_name(_LIBRARY_NAME)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"native library {path} not found; install the package with `pip install .` "
+            "(which builds it) or point ORT_ASCEND_OPS_LIBRARY at a build of native/"
+        )
+    return str(path)
+
+
+def _as_ortvalue(array: np.ndarray) -> ort.OrtValue:
+    array = np.asarray(array)
+    if not array.flags.c_contiguous:  # np.ascontiguousarray would also turn a 0-d array into 1-d
+        array = array.copy()
+    if array.dtype == ml_dtypes.bfloat16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(array)
+
+
+def _as_numpy(value: ort.OrtValue) -> np.ndarray:
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    shape = value.shape()
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count, dtype=np.uint16)
+    if count:
+        ctypes.memmove(raw.ctypes.data, value.data_ptr(), raw.nbytes)
+    return raw.view(ml_dtypes.bfloat16).reshape(shape)
+
+
+class Session:
+    """An ``onnxruntime.InferenceSession`` whose ``run`` takes and returns NumPy arrays of any
+    supported dtype (``ml_dtypes.bfloat16`` included)."""
+
+    def __init__(self, session: ort.InferenceSession):
+        self.ort = session
+        self.input_names = [i.name for i in session.get_inputs()]
+        self.output_names = [o.name for o in session.get_outputs()]
+
+    def run(self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None) -> list[np.ndarray]:
+        binding = self.ort.io_binding()
+        # The OrtValues must outlive the run: the binding only borrows them.
+        values = {name: _as_ortvalue(array) for name, array in inputs.items()}
+        for name, value in values.items():
+            binding.bind_ortvalue_input(name, value)
+        names = list(outputs) if outputs is not None else self.output_names
+        for name in names:
+            binding.bind_output(name, "cpu")
+        self.ort.run_with_iobinding(binding)
+        return [_as_numpy(v) for v in binding.get_outputs()]
+
+
+def session_options(*, threads: int | None = None, native: bool = True) -> ort.SessionOptions:
+    """Session options with the native library registered (``native=False``: the inlined
+    reference functions run instead) and, if given, a fixed intra-op thread count."""
+    options = ort.SessionOptions()
+    if native:
+        options.register_custom_ops_library(get_library_path())
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return options
+
+
+def make_session(
+    model: onnx.ModelProto | str | os.PathLike,
+    *,
+    threads: int | None = None,
+    native: bool = True,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    options: ort.SessionOptions | None = None,
+) -> Session:
+    """A session for ``model`` with the native library registered unless ``native=False``."""
+    if options is None:
+        options = session_options(threads=threads, native=native)
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    return Session(ort.InferenceSession(source, options, providers=list(providers)))

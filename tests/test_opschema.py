@@ -1,0 +1,209 @@
+"""ONNX schema registration and shape inference driven by schemas/*.toml."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.shape_inference import InferenceError
+
+from ort_ascend_ops.opschema import (
+    _spec_from_toml,
+    _to_onnx_schema,
+    docs_markdown,
+    infer_outputs,
+    load_op_specs,
+    register_schemas,
+)
+from ort_ascend_ops.reference.model import make_op_model
+
+F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
+PAIRS = [(F32, F32), (F16, F16), (F16, F32), (BF16, BF16), (BF16, F32)]
+DOMAIN = "ort_ascend_ops"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered():
+    register_schemas()
+
+
+def _infer(model: onnx.ModelProto) -> dict[str, tuple[int, list]]:
+    """Strict shape inference on a copy whose graph outputs carry no type."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    names = [o.name for o in model.graph.output]
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    out = {}
+    for o in inferred.graph.output:
+        tt = o.type.tensor_type
+        # ONNX names each unknown dim "unk__<k>"; map those back to None.
+        dims = [d.dim_value if d.HasField("dim_value") else d.dim_param for d in tt.shape.dim]
+        dims = [None if str(d).startswith("unk__") else d for d in dims]
+        out[o.name] = (tt.elem_type, dims if tt.HasField("shape") else None)
+    return out
+
+
+def _raw_model(op_name: str, inputs: dict[str, tuple[int, list]]) -> onnx.ModelProto:
+    """A model make_op_model would refuse to build, for negative tests."""
+    outputs = [p.name for p in load_op_specs()[op_name].outputs]
+    node = helper.make_node(op_name, list(inputs), outputs, domain=DOMAIN)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()], []
+    )
+    graph.output.extend(onnx.ValueInfoProto(name=n) for n in outputs)
+    opsets = [helper.make_opsetid("", 23), helper.make_opsetid(DOMAIN, 1)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def test_register_is_idempotent():
+    register_schemas()
+    register_schemas()
+    schema = onnx.defs.get_schema("RmsNorm", 1, DOMAIN)
+    assert [p.name for p in schema.inputs] == ["x", "gamma"]
+    assert [p.name for p in schema.outputs] == ["y", "rstd"]
+    assert schema.attributes["epsilon"].default_value.f == pytest.approx(1e-6)
+    assert schema.has_type_and_shape_inference_function
+    grad = onnx.defs.get_schema("RmsNormGrad", 1, DOMAIN)
+    assert [p.name for p in grad.inputs] == ["dy", "x", "rstd", "gamma"]
+
+
+RMS_NORM_SHAPES = [  # x, gamma, expected rstd
+    (["B", "S", 64], [64], ["B", "S", 1]),
+    ([4, 8], [4, 8], [1, 1]),
+    ([2, 3, 4, 8], [4, 8], [2, 3, 1, 1]),
+    ([5], [5], [1]),
+    ([0, 8], [8], [0, 1]),
+    ([None, 8], [8], [None, 1]),
+]
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize("x_shape, gamma_shape, rstd_shape", RMS_NORM_SHAPES)
+def test_rms_norm_inference(pair, x_shape, gamma_shape, rstd_shape):
+    t, tg = pair
+    model = make_op_model("RmsNorm", {"x": (t, x_shape), "gamma": (tg, gamma_shape)})
+    onnx.checker.check_model(model, full_check=True)
+    assert _infer(model) == {"y": (t, x_shape), "rstd": (F32, rstd_shape)}
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+@pytest.mark.parametrize(
+    "x_shape, gamma_shape, rstd_shape",
+    [(["B", 1, 16], [16], ["B"]), ([4, 8], [4, 8], []), ([2, 3, 4, 8], [4, 8], [2, 3, 1, 1])],
+)
+def test_rms_norm_grad_inference(pair, x_shape, gamma_shape, rstd_shape):
+    t, tg = pair
+    model = make_op_model("RmsNormGrad", {
+        "dy": (t, x_shape), "x": (t, x_shape), "rstd": (F32, rstd_shape), "gamma": (tg, gamma_shape),
+    })
+    onnx.checker.check_model(model, full_check=True)
+    assert _infer(model) == {"dx": (t, x_shape), "dgamma": (F32, gamma_shape)}
+
+
+def test_unknown_rank_still_gets_types():
+    model = make_op_model("RmsNorm", {"x": (BF16, None), "gamma": (F32, [16])}, output_cast_float=True)
+    assert _infer(model) == {"y": (F32, None), "rstd": (F32, None)}
+
+
+@pytest.mark.parametrize(
+    "op_name, inputs, message",
+    [
+        ("RmsNorm", {"x": (F16, [2, 8]), "gamma": (BF16, [8])},
+         "(T, TG) = (tensor(float16), tensor(bfloat16))"),
+        ("RmsNorm", {"x": (F32, [2, 8]), "gamma": (F16, [8])}, "(T, TG) = (tensor(float), tensor(float16))"),
+        ("RmsNormGrad", {"dy": (BF16, [2, 8]), "x": (BF16, [2, 8]), "rstd": (F32, [2]), "gamma": (F16, [8])},
+         "(T, TG) = (tensor(bfloat16), tensor(float16))"),
+        ("RmsNormGrad", {"dy": (F16, [2, 8]), "x": (F32, [2, 8]), "rstd": (F32, [2]), "gamma": (F32, [8])},
+         "already bound to tensor(float16)"),
+        ("RmsNorm", {"x": (TensorProto.DOUBLE, [2, 8]), "gamma": (F32, [8])}, "x has type tensor(double)"),
+        ("RmsNormGrad", {"dy": (F16, [2, 8]), "x": (F16, [2, 8]), "rstd": (F16, [2]), "gamma": (F16, [8])},
+         "rstd has type tensor(float16)"),
+        ("RmsNorm", {"x": (F32, [2, 8]), "gamma": (F32, [4])}, "does not match"),
+        ("RmsNorm", {"x": (F32, [8]), "gamma": (F32, [2, 8])}, "rank(gamma) <= rank(x)"),
+    ],
+)
+def test_inference_rejects(op_name, inputs, message):
+    with pytest.raises(InferenceError, match=re.escape(message)):
+        onnx.shape_inference.infer_shapes(_raw_model(op_name, inputs), strict_mode=True)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_op_model(op_name, inputs)
+
+
+# A made-up op exercising what the next families need from the format: optional inputs and
+# outputs, int/string/float attributes, a required attribute, a shape rule reading inputs.
+FUTURE_OP = """
+name = "FutureOp"
+domain = "test_ort_ascend_ops"
+since_version = 1
+doc = "Test op."
+inputs = [
+    { name = "x", type = "T" },
+    { name = "gamma", type = "T", optional = true },
+    { name = "index", type = "I" },
+]
+outputs = [
+    { name = "y", type = "T", shape = "same:x" },
+    { name = "rstd", type = "tensor(float)", shape = "rule:rms_norm_rstd", optional = true },
+]
+attributes = [
+    { name = "mode", type = "int", default = 0 },
+    { name = "layout", type = "string", required = true },
+    { name = "scale", type = "float", default = 1 },
+    { name = "note", type = "string" },
+]
+type_constraints = [
+    { name = "T", types = ["tensor(float)"] },
+    { name = "I", types = ["tensor(int32)", "tensor(int64)"] },
+]
+"""
+
+
+def test_format_handles_optional_io_and_attribute_kinds():
+    spec = _spec_from_toml(tomllib.loads(FUTURE_OP))
+    assert spec.attributes[2].to_proto(spec.attributes[2].default).type == onnx.AttributeProto.FLOAT
+    onnx.defs.register_schema(_to_onnx_schema(spec))
+    try:
+        schema = onnx.defs.get_schema("FutureOp", 1, "test_ort_ascend_ops")
+        assert schema.inputs[1].option == onnx.defs.OpSchema.FormalParameterOption.Optional
+        assert schema.attributes["layout"].required and not schema.attributes["note"].required
+        assert schema.attributes["mode"].default_value.i == 0
+
+        # Optional gamma absent: rstd's rule has nothing to go on; optional rstd not requested.
+        node = helper.make_node("FutureOp", ["x", "", "index"], ["y"], domain="test_ort_ascend_ops",
+                                layout="bsnd")
+        graph = helper.make_graph(
+            [node], "g",
+            [helper.make_tensor_value_info("x", F32, ["N", 4]),
+             helper.make_tensor_value_info("index", TensorProto.INT64, [3])],
+            [helper.make_tensor_value_info("y", F32, ["N", 4])],
+        )
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid("test_ort_ascend_ops", 1)]
+        )
+        onnx.checker.check_model(model, full_check=True)
+        assert _infer(model) == {"y": (F32, ["N", 4])}
+        del model.graph.node[0].attribute[:]
+        with pytest.raises(onnx.checker.ValidationError, match="layout"):
+            onnx.checker.check_model(model)
+    finally:
+        onnx.defs.deregister_schema("FutureOp", 1, "test_ort_ascend_ops")
+    with pytest.raises(ValueError, match="missing required attributes"):
+        infer_outputs(spec, {"x": (F32, [2, 4]), "index": (TensorProto.INT32, [3])}, {})
+
+
+def test_bad_spec_rejected():
+    data = tomllib.loads(FUTURE_OP)
+    data["outputs"][0]["shape"] = "rule:no_such_rule"
+    with pytest.raises(ValueError, match="bad shape"):
+        _spec_from_toml(data)
+
+
+def test_docs_are_current():
+    docs = Path(__file__).parent.parent / "docs" / "OPS.md"
+    assert docs.read_text() == docs_markdown(), (
+        "regenerate: python -c 'from ort_ascend_ops.opschema import docs_markdown; "
+        "print(docs_markdown(), end=\"\")' > docs/OPS.md"
+    )

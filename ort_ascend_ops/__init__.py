@@ -9,7 +9,8 @@
 
 from .opschema import register_schemas
 from .reference import function_protos
-from .reference._opset import DOMAIN, VERSION as OPSET_VERSION
+from .reference._opset import DOMAIN
+from .reference._opset import VERSION as OPSET_VERSION
 from .reference.model import make_op_model
 from .runtime import Session, get_library_path, make_session, session_options
 

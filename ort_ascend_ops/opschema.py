@@ -98,7 +98,7 @@ def _rms_norm_rstd(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> 
     if not 1 <= len(gamma) <= len(x):
         raise ValueError(f"need 1 <= rank(gamma) <= rank(x), got shapes {gamma} and {x}")
     n = len(x) - len(gamma)
-    if any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(x[n:], gamma)):
+    if any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(x[n:], gamma, strict=True)):
         raise ValueError(f"gamma shape {gamma} does not match the trailing axes of x shape {x}")
     return x[:n] + [1] * len(gamma)
 
@@ -182,19 +182,24 @@ def infer_outputs(
             continue
         allowed = constraints[p.type].types if p.type in constraints else (p.type,)
         if _ELEM_NAMES.get(elem) not in allowed:
-            raise ValueError(f"{spec.name}: {p.name} has type {_ELEM_NAMES.get(elem, elem)}, "
-                             f"not one of {allowed}")
+            raise ValueError(
+                f"{spec.name}: {p.name} has type {_ELEM_NAMES.get(elem, elem)}, not one of {allowed}"
+            )
         if p.type not in constraints:
             continue
         if bound.setdefault(p.type, elem) != elem:
-            raise ValueError(f"{spec.name}: {p.name} has type {_ELEM_NAMES[elem]}, but {p.type} "
-                             f"is already bound to {_ELEM_NAMES[bound[p.type]]}")
+            raise ValueError(
+                f"{spec.name}: {p.name} has type {_ELEM_NAMES[elem]}, but {p.type} "
+                f"is already bound to {_ELEM_NAMES[bound[p.type]]}"
+            )
     combos = spec.allowed_type_combinations
     if combos and all(t in bound for t in combos.params):
         got = tuple(_ELEM_NAMES[bound[t]] for t in combos.params)
         if got not in combos.types:
-            raise ValueError(f"{spec.name}: ({', '.join(combos.params)}) = ({', '.join(got)}) "
-                             f"is not an allowed type combination")
+            raise ValueError(
+                f"{spec.name}: ({', '.join(combos.params)}) = ({', '.join(got)}) "
+                f"is not an allowed type combination"
+            )
 
     missing = [a.name for a in spec.attributes if a.required and a.name not in attrs]
     if missing:
@@ -304,29 +309,43 @@ def _op_markdown(spec: OpSpec) -> list[str]:
 
     lines = [f"## {spec.name}", "", f"Domain `{spec.domain}`, since version {spec.since_version}.", ""]
     lines += [spec.doc.strip(), "", "### Inputs", ""]
-    lines += _table(("Name", "Type", "Description"),
-                    [(name(p), f"`{p.type}`", p.description) for p in spec.inputs])
+    lines += _table(
+        ("Name", "Type", "Description"), [(name(p), f"`{p.type}`", p.description) for p in spec.inputs]
+    )
     lines += ["### Outputs", ""]
-    lines += _table(("Name", "Type", "Shape", "Description"),
-                    [(name(p), f"`{p.type}`", _shape_doc(p.shape), p.description) for p in spec.outputs])
+    lines += _table(
+        ("Name", "Type", "Shape", "Description"),
+        [(name(p), f"`{p.type}`", _shape_doc(p.shape), p.description) for p in spec.outputs],
+    )
     if spec.attributes:
         lines += ["### Attributes", ""]
-        lines += _table(("Name", "Type", "Default", "Description"), [
-            (f"`{a.name}`", a.type, "required" if a.required else
-             "none" if a.default is None else f"`{a.default!r}`", a.description)
-            for a in spec.attributes
-        ])
+        lines += _table(
+            ("Name", "Type", "Default", "Description"),
+            [
+                (
+                    f"`{a.name}`",
+                    a.type,
+                    "required" if a.required else "none" if a.default is None else f"`{a.default!r}`",
+                    a.description,
+                )
+                for a in spec.attributes
+            ],
+        )
     if spec.type_constraints:
         lines += ["### Type constraints", ""]
-        lines += _table(("Name", "Allowed types", "Description"), [
-            (f"`{c.name}`", ", ".join(f"`{t}`" for t in c.types), c.description)
-            for c in spec.type_constraints
-        ])
+        lines += _table(
+            ("Name", "Allowed types", "Description"),
+            [
+                (f"`{c.name}`", ", ".join(f"`{t}`" for t in c.types), c.description)
+                for c in spec.type_constraints
+            ],
+        )
     combos = spec.allowed_type_combinations
     if combos:
         lines += ["Allowed type combinations (any other is rejected by shape inference):", ""]
-        lines += _table(tuple(f"`{t}`" for t in combos.params),
-                        [tuple(f"`{t}`" for t in row) for row in combos.types])
+        lines += _table(
+            tuple(f"`{t}`" for t in combos.params), [tuple(f"`{t}`" for t in row) for row in combos.types]
+        )
     return lines
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import ml_dtypes
 import numpy as np
@@ -33,7 +33,9 @@ def _as_ortvalue(array: np.ndarray) -> ort.OrtValue:
     if not array.flags.c_contiguous:  # np.ascontiguousarray would also turn a 0-d array into 1-d
         array = array.copy()
     if array.dtype == ml_dtypes.bfloat16:
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint16), onnx.TensorProto.BFLOAT16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            array.view(np.uint16), onnx.TensorProto.BFLOAT16
+        )
     return ort.OrtValue.ortvalue_from_numpy(array)
 
 
@@ -58,16 +60,10 @@ class Session:
         self.output_names = [o.name for o in session.get_outputs()]
 
     def run(self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None) -> list[np.ndarray]:
-        binding = self.ort.io_binding()
-        # The OrtValues must outlive the run: the binding only borrows them.
-        values = {name: _as_ortvalue(array) for name, array in inputs.items()}
-        for name, value in values.items():
-            binding.bind_ortvalue_input(name, value)
+        """Runs the model; errors are ONNX Runtime's own exceptions (``InvalidArgument``, ...)."""
+        feeds = {name: _as_ortvalue(array) for name, array in inputs.items()}
         names = list(outputs) if outputs is not None else self.output_names
-        for name in names:
-            binding.bind_output(name, "cpu")
-        self.ort.run_with_iobinding(binding)
-        return [_as_numpy(v) for v in binding.get_outputs()]
+        return [_as_numpy(value) for value in self.ort.run_with_ort_values(names, feeds)]
 
 
 def session_options(*, threads: int | None = None, native: bool = True) -> ort.SessionOptions:

@@ -96,9 +96,15 @@ def test_rms_norm_inference(pair, x_shape, gamma_shape, rstd_shape):
 )
 def test_rms_norm_grad_inference(pair, x_shape, gamma_shape, rstd_shape):
     t, tg = pair
-    model = make_op_model("RmsNormGrad", {
-        "dy": (t, x_shape), "x": (t, x_shape), "rstd": (F32, rstd_shape), "gamma": (tg, gamma_shape),
-    })
+    model = make_op_model(
+        "RmsNormGrad",
+        {
+            "dy": (t, x_shape),
+            "x": (t, x_shape),
+            "rstd": (F32, rstd_shape),
+            "gamma": (tg, gamma_shape),
+        },
+    )
     onnx.checker.check_model(model, full_check=True)
     assert _infer(model) == {"dx": (t, x_shape), "dgamma": (F32, gamma_shape)}
 
@@ -111,16 +117,28 @@ def test_unknown_rank_still_gets_types():
 @pytest.mark.parametrize(
     "op_name, inputs, message",
     [
-        ("RmsNorm", {"x": (F16, [2, 8]), "gamma": (BF16, [8])},
-         "(T, TG) = (tensor(float16), tensor(bfloat16))"),
+        (
+            "RmsNorm",
+            {"x": (F16, [2, 8]), "gamma": (BF16, [8])},
+            "(T, TG) = (tensor(float16), tensor(bfloat16))",
+        ),
         ("RmsNorm", {"x": (F32, [2, 8]), "gamma": (F16, [8])}, "(T, TG) = (tensor(float), tensor(float16))"),
-        ("RmsNormGrad", {"dy": (BF16, [2, 8]), "x": (BF16, [2, 8]), "rstd": (F32, [2]), "gamma": (F16, [8])},
-         "(T, TG) = (tensor(bfloat16), tensor(float16))"),
-        ("RmsNormGrad", {"dy": (F16, [2, 8]), "x": (F32, [2, 8]), "rstd": (F32, [2]), "gamma": (F32, [8])},
-         "already bound to tensor(float16)"),
+        (
+            "RmsNormGrad",
+            {"dy": (BF16, [2, 8]), "x": (BF16, [2, 8]), "rstd": (F32, [2]), "gamma": (F16, [8])},
+            "(T, TG) = (tensor(bfloat16), tensor(float16))",
+        ),
+        (
+            "RmsNormGrad",
+            {"dy": (F16, [2, 8]), "x": (F32, [2, 8]), "rstd": (F32, [2]), "gamma": (F32, [8])},
+            "already bound to tensor(float16)",
+        ),
         ("RmsNorm", {"x": (TensorProto.DOUBLE, [2, 8]), "gamma": (F32, [8])}, "x has type tensor(double)"),
-        ("RmsNormGrad", {"dy": (F16, [2, 8]), "x": (F16, [2, 8]), "rstd": (F16, [2]), "gamma": (F16, [8])},
-         "rstd has type tensor(float16)"),
+        (
+            "RmsNormGrad",
+            {"dy": (F16, [2, 8]), "x": (F16, [2, 8]), "rstd": (F16, [2]), "gamma": (F16, [8])},
+            "rstd has type tensor(float16)",
+        ),
         ("RmsNorm", {"x": (F32, [2, 8]), "gamma": (F32, [4])}, "does not match"),
         ("RmsNorm", {"x": (F32, [8]), "gamma": (F32, [2, 8])}, "rank(gamma) <= rank(x)"),
     ],
@@ -172,12 +190,16 @@ def test_format_handles_optional_io_and_attribute_kinds():
         assert schema.attributes["mode"].default_value.i == 0
 
         # Optional gamma absent: rstd's rule has nothing to go on; optional rstd not requested.
-        node = helper.make_node("FutureOp", ["x", "", "index"], ["y"], domain="test_ort_ascend_ops",
-                                layout="bsnd")
+        node = helper.make_node(
+            "FutureOp", ["x", "", "index"], ["y"], domain="test_ort_ascend_ops", layout="bsnd"
+        )
         graph = helper.make_graph(
-            [node], "g",
-            [helper.make_tensor_value_info("x", F32, ["N", 4]),
-             helper.make_tensor_value_info("index", TensorProto.INT64, [3])],
+            [node],
+            "g",
+            [
+                helper.make_tensor_value_info("x", F32, ["N", 4]),
+                helper.make_tensor_value_info("index", TensorProto.INT64, [3]),
+            ],
             [helper.make_tensor_value_info("y", F32, ["N", 4])],
         )
         model = helper.make_model(
@@ -205,5 +227,5 @@ def test_docs_are_current():
     docs = Path(__file__).parent.parent / "docs" / "OPS.md"
     assert docs.read_text() == docs_markdown(), (
         "regenerate: python -c 'from ort_ascend_ops.opschema import docs_markdown; "
-        "print(docs_markdown(), end=\"\")' > docs/OPS.md"
+        'print(docs_markdown(), end="")\' > docs/OPS.md'
     )

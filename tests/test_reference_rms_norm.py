@@ -1,8 +1,5 @@
 """The onnxscript RmsNorm/RmsNormGrad references against a float64 NumPy oracle, on three engines."""
 
-import zlib
-
-import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -10,42 +7,22 @@ from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
+from oracles import (
+    BF16,
+    F32,
+    PAIRS,
+    SHAPES,
+    TOL,
+    assert_close,
+    pair_id,
+    rms_norm_grad_oracle,
+    rms_norm_oracle,
+)
 from ort_ascend_ops.opschema import load_op_specs
 from ort_ascend_ops.reference import FUNCTIONS
 from ort_ascend_ops.reference.model import make_op_model
 
-BF16 = np.dtype(ml_dtypes.bfloat16)
-F16 = np.dtype(np.float16)
-F32 = np.dtype(np.float32)
-PAIRS = [(F32, F32), (F16, F16), (F16, F32), (BF16, BF16), (BF16, F32)]
-# Relative tolerance for outputs of type T; float32 outputs (rstd, dgamma) always use F32's.
-TOL = {F32: 1e-5, F16: 2e-3, BF16: 1e-2}
-SHAPES = [  # (x.shape, gamma.shape)
-    ((2, 3, 64), (64,)),
-    ((4, 32), (4, 32)),  # rank(gamma) == rank(x): n = 0
-    ((2, 3, 4, 16), (4, 16)),  # rank(gamma) == 2
-    ((0, 8), (8,)),  # empty leading extent
-    ((3, 0), (0,)),  # empty normalized extent
-]
 ENGINES = ["eager", "ort", "reference"]
-
-
-def rms_norm_oracle(x, gamma, epsilon):
-    x, gamma = x.astype(np.float64), gamma.astype(np.float64)
-    axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
-    mean_sq = np.sum(x * x, axis=axes, keepdims=True) / max(gamma.size, 1)
-    rstd = 1.0 / np.sqrt(mean_sq + epsilon)
-    return x * rstd * gamma, rstd
-
-
-def rms_norm_grad_oracle(dy, x, rstd, gamma):
-    dy, x, gamma = dy.astype(np.float64), x.astype(np.float64), gamma.astype(np.float64)
-    n = x.ndim - gamma.ndim
-    rstd = rstd.astype(np.float64).reshape(x.shape[:n] + (1,) * gamma.ndim)
-    xhat = x * rstd
-    g = dy * gamma
-    mean_gx = np.sum(g * xhat, axis=tuple(range(n, x.ndim)), keepdims=True) / max(gamma.size, 1)
-    return rstd * (g - xhat * mean_gx), np.sum(dy * xhat, axis=tuple(range(n)))
 
 
 def _ort_value(a):
@@ -75,26 +52,9 @@ def run(engine, op_name, inputs, attrs):
     return ReferenceEvaluator(model).run(None, inputs)
 
 
-def assert_close(out, ref, tol):
-    out = np.asarray(out)
-    assert out.shape == ref.shape
-    err = np.linalg.norm(out.astype(np.float64) - ref)
-    assert err <= tol * np.linalg.norm(ref), f"relative error {err / np.linalg.norm(ref):.3g} > {tol}"
-
-
-@pytest.fixture
-def rng(request):
-    # A different, reproducible stream per test case.
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
-def _pair_id(pair):
-    return f"{pair[0].name}-{pair[1].name}"
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
-@pytest.mark.parametrize("pair", PAIRS, ids=_pair_id)
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_rms_norm(engine, shapes, pair, rng):
     t, tg = pair
     x = rng.standard_normal(shapes[0]).astype(t)
@@ -126,7 +86,7 @@ def _grad_inputs(rng, x_shape, gamma_shape, t, tg):
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
-@pytest.mark.parametrize("pair", PAIRS, ids=_pair_id)
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_rms_norm_grad(engine, shapes, pair, rng):
     t, tg = pair
     inputs = _grad_inputs(rng, *shapes, t, tg)
@@ -163,7 +123,7 @@ def test_rms_norm_grad_seed_example(engine):
     np.testing.assert_array_equal(dgamma, (j + 1) ** 2 + 2 * (j + 17) ** 2)
 
 
-@pytest.mark.parametrize("pair", PAIRS, ids=_pair_id)
+@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_ort_load_time_shape_inference_is_consistent(pair, capfd):
     # ONNX Runtime 1.32 infers wrong static shapes for some in-graph rank arithmetic (Size(Shape(.)))
     # and only says so in a "MergeShapeInfo" warning on stderr; results may still look right.

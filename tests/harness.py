@@ -1,0 +1,51 @@
+"""Running one op through ONNX Runtime: the native kernels or the inlined reference functions."""
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ort_ascend_ops import function_protos, make_op_model, make_session
+
+
+def run_op(op_name, inputs, attrs=None, *, native=True, threads=None):
+    """Outputs of a single ``op_name`` node fed ``inputs`` (name -> array; dynamic shapes)."""
+    types = {name: (a.dtype, [None] * a.ndim) for name, a in inputs.items()}
+    model = make_op_model(op_name, types, attrs or {})
+    return make_session(model, native=native, threads=threads).run(inputs)
+
+
+def raw_model(op_name, inputs, outputs, attrs=None):
+    """A single-node model built without the schema's checks, for inputs the schema would refuse:
+    ``inputs`` maps names to arrays (their dtypes become the graph's types, shapes are dynamic),
+    ``outputs`` maps names to NumPy dtypes."""
+
+    def info(name, dtype, rank):
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+        return helper.make_tensor_value_info(name, elem, None if rank is None else [None] * rank)
+
+    node = helper.make_node(op_name, list(inputs), list(outputs), domain="ort_ascend_ops", **(attrs or {}))
+    graph = helper.make_graph(
+        [node],
+        op_name,
+        [info(name, a.dtype, a.ndim) for name, a in inputs.items()],
+        [info(name, dtype, None) for name, dtype in outputs.items()],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid("ort_ascend_ops", 1)],
+        ir_version=10,
+    )
+    model.functions.extend(function_protos())
+    return model
+
+
+def run_raw(op_name, inputs, outputs, attrs=None):
+    return make_session(raw_model(op_name, inputs, outputs, attrs)).run(inputs)
+
+
+def bits(a):
+    """The array's raw bytes, for bit-for-bit comparisons of any dtype."""
+    return np.ascontiguousarray(a).view(np.uint8).tobytes()
+
+
+__all__ = ["bits", "onnx", "raw_model", "run_op", "run_raw"]

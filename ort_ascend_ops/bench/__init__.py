@@ -1,0 +1,10 @@
+"""``python -m ort_ascend_ops bench``: each op's native kernel against its inlined reference and
+the machine's own roofline, measured in the same run."""
+
+from . import rms_norm, rms_norm_grad
+
+# The registration table: bench name -> module with ``cases(quick)`` and ``run(case, threads)``.
+BENCHES = {
+    "rms_norm": rms_norm,
+    "rms_norm_grad": rms_norm_grad,
+}

@@ -1,0 +1,118 @@
+"""The shared shape of a memory-bound op's benchmark: native kernel, inlined reference, and a
+same-run copy of the bytes the op must move."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from ..runtime import _as_ortvalue, session_options
+from .timing import CopyBaseline, Timing, measure
+
+
+@dataclass
+class Result:
+    label: str
+    threads: int
+    native: Timing
+    reference: Timing | None
+    copy: Timing
+    nbytes: int
+
+    @property
+    def bandwidth(self) -> float:
+        return self.nbytes / self.native.median / 1e9
+
+    @property
+    def copy_fraction(self) -> float:
+        return self.copy.median / self.native.median
+
+    @property
+    def speedup(self) -> float | None:
+        return None if self.reference is None else self.reference.median / self.native.median
+
+    def row(self) -> str:
+        ref = f"{self.reference}  {self.speedup:6.1f}x" if self.reference else f"{'(skipped)':>17}  {'':>7}"
+        return (
+            f"{self.label:<34} {self.threads:>2}  {self.native}  {ref}  "
+            f"{self.bandwidth:6.1f} GB/s  {self.copy_fraction * 100:4.0f}% of copy"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "case": self.label,
+            "threads": self.threads,
+            "native_s": self.native.median,
+            "native_spread": self.native.spread,
+            "reference_s": self.reference.median if self.reference else None,
+            "speedup_vs_reference": self.speedup,
+            "bytes": self.nbytes,
+            "bandwidth_gbs": self.bandwidth,
+            "copy_s": self.copy.median,
+            "copy_fraction": self.copy_fraction,
+        }
+
+
+DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}
+
+
+def row_cases(quick: bool) -> list[tuple[int, int, str]]:
+    """(rows, cols, dtype) for the normalization family: LLM activations of 4096 and 8192 features."""
+    shapes = [(512, 1024)] if quick else [(8192, 4096), (2048, 8192)]
+    return [(rows, cols, dtype) for rows, cols in shapes for dtype in DTYPES]
+
+
+HEADER = (
+    f"{'case':<34} {'th':>2}  {'native':>17}  {'inlined reference':>17}  {'speedup':>7}  "
+    f"{'achieved':>11}  roofline"
+)
+
+
+def _bound_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], threads: int, native: bool):
+    """A zero-argument callable running ``model`` once, inputs and outputs bound in advance so
+    that only the graph is timed."""
+    session = ort.InferenceSession(
+        model.SerializeToString(),
+        session_options(threads=threads, native=native),
+        providers=["CPUExecutionProvider"],
+    )
+    binding = session.io_binding()
+    values = {name: _as_ortvalue(a) for name, a in inputs.items()}
+    for name, value in values.items():
+        binding.bind_ortvalue_input(name, value)
+    for output in session.get_outputs():
+        binding.bind_output(output.name, "cpu")
+    session.run_with_iobinding(binding)  # allocates the outputs once; later runs reuse them
+
+    def run() -> None:
+        session.run_with_iobinding(binding)
+
+    run.keep_alive = (values, session)  # the binding only borrows the OrtValues
+    return run
+
+
+def bench_memory_bound(
+    label: str,
+    model: onnx.ModelProto,
+    inputs: dict[str, np.ndarray],
+    nbytes: int,
+    threads: int,
+    repeats: int,
+    with_reference: bool = True,
+) -> Result:
+    native = measure(_bound_run(model, inputs, threads, native=True), repeats)
+    reference = (
+        measure(_bound_run(model, inputs, threads, native=False), max(3, repeats // 4))
+        if with_reference
+        else None
+    )
+    copy = CopyBaseline(nbytes, threads)
+    try:
+        copy_time = measure(copy, repeats)
+    finally:
+        copy.close()
+    return Result(label, threads, native, reference, copy_time, nbytes)

@@ -39,6 +39,18 @@ def _as_ortvalue(array: np.ndarray) -> ort.OrtValue:
     return ort.OrtValue.ortvalue_from_numpy(array)
 
 
+def ortvalue_copy(array: np.ndarray) -> ort.OrtValue:
+    """A copy of ``array`` in memory ONNX Runtime allocated itself (64-byte aligned, like every
+    tensor inside a graph), where ``_as_ortvalue`` wraps NumPy's memory, often only 16-byte
+    aligned."""
+    array = np.ascontiguousarray(array) if array.ndim else array.copy()
+    bfloat16 = array.dtype == ml_dtypes.bfloat16
+    elem = onnx.TensorProto.BFLOAT16 if bfloat16 else onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+    value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), elem)
+    value.update_inplace(array.view(np.uint16) if bfloat16 else array)
+    return value
+
+
 def _as_numpy(value: ort.OrtValue) -> np.ndarray:
     if value.data_type() != "tensor(bfloat16)":
         return value.numpy()

@@ -1,7 +1,6 @@
 """Running one op through ONNX Runtime: the native kernels or the inlined reference functions."""
 
 import numpy as np
-import onnx
 from onnx import helper
 
 from ort_ascend_ops import function_protos, make_op_model, make_session
@@ -46,6 +45,3 @@ def run_raw(op_name, inputs, outputs, attrs=None):
 def bits(a):
     """The array's raw bytes, for bit-for-bit comparisons of any dtype."""
     return np.ascontiguousarray(a).view(np.uint8).tobytes()
-
-
-__all__ = ["bits", "onnx", "raw_model", "run_op", "run_raw"]

@@ -48,7 +48,7 @@ def test_native_and_inlined_reference_agree(pair, rng):
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_bit_identical_for_any_thread_count(pair, rng):
     inputs = {
-        "x": rng.standard_normal((517, 300)).astype(pair[0]),
+        "x": rng.standard_normal((1999, 300)).astype(pair[0]),
         "gamma": rng.standard_normal(300).astype(pair[1]),
     }
     runs = [run_op("RmsNorm", inputs, threads=threads) for threads in (1, 2, 3, 1)]

@@ -20,16 +20,19 @@ class Timing:
         return f"{self.median * 1e3:8.2f} ms ±{self.spread * 100:3.0f}%"
 
 
-def measure(fn: Callable[[], object], repeats: int, warmup: int = 1) -> Timing:
-    for _ in range(warmup):
-        fn()
-    times = []
+def measure(*fns: Callable[[], object], repeats: int, warmup: int = 1) -> list[Timing]:
+    """Times each of ``fns``, taking turns within every repeat so that all of them see the same
+    (shared, noisy) machine: the ratios between them are what the benchmarks report."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    median = statistics.median(times)
-    return Timing(median, (max(times) - min(times)) / median)
+        for fn, samples in zip(fns, times, strict=True):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+    return [Timing(statistics.median(t), (max(t) - min(t)) / statistics.median(t)) for t in times]
 
 
 class CopyBaseline:

@@ -47,3 +47,11 @@ def assert_close(out, ref, tol):
     assert out.shape == ref.shape
     err = np.linalg.norm(out.astype(np.float64) - ref)
     assert err <= tol * np.linalg.norm(ref), f"relative error {err / np.linalg.norm(ref):.3g} > {tol}"
+
+
+def rms_norm_grad_inputs(rng, x_shape, gamma_shape, t, tg):
+    """Random RmsNormGrad inputs, with the rstd the forward would save."""
+    x = rng.standard_normal(x_shape).astype(t)
+    gamma = rng.standard_normal(gamma_shape).astype(tg)
+    rstd = rms_norm_oracle(x, gamma, 1e-6)[1].astype(np.float32)
+    return {"dy": rng.standard_normal(x_shape).astype(t), "x": x, "rstd": rstd, "gamma": gamma}

@@ -15,6 +15,7 @@ from oracles import (
     TOL,
     assert_close,
     pair_id,
+    rms_norm_grad_inputs,
     rms_norm_grad_oracle,
     rms_norm_oracle,
 )
@@ -77,19 +78,12 @@ def test_rms_norm_epsilon(engine, rng):
     assert_close(rstd, rstd_ref, TOL[F32])
 
 
-def _grad_inputs(rng, x_shape, gamma_shape, t, tg):
-    x = rng.standard_normal(x_shape).astype(t)
-    gamma = rng.standard_normal(gamma_shape).astype(tg)
-    rstd = rms_norm_oracle(x, gamma, 1e-6)[1].astype(np.float32)
-    return {"dy": rng.standard_normal(x_shape).astype(t), "x": x, "rstd": rstd, "gamma": gamma}
-
-
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("shapes", SHAPES, ids=str)
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_rms_norm_grad(engine, shapes, pair, rng):
     t, tg = pair
-    inputs = _grad_inputs(rng, *shapes, t, tg)
+    inputs = rms_norm_grad_inputs(rng, *shapes, t, tg)
     dx, dgamma = run(engine, "RmsNormGrad", inputs, {})
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[t])
@@ -101,7 +95,7 @@ def test_rms_norm_grad(engine, shapes, pair, rng):
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("rstd_shape", [(2, 1, 3, 1), (2, 1, 3), (2, 3), (1, 2, 3, 1, 1)])
 def test_rms_norm_grad_rstd_forms(engine, rstd_shape, rng):
-    inputs = _grad_inputs(rng, (2, 1, 3, 16), (16,), F32, F32)
+    inputs = rms_norm_grad_inputs(rng, (2, 1, 3, 16), (16,), F32, F32)
     inputs["rstd"] = inputs["rstd"].reshape(rstd_shape)
     dx, dgamma = run(engine, "RmsNormGrad", inputs, {})
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)

@@ -20,8 +20,8 @@ from oracles import (
     TOL,
     assert_close,
     pair_id,
+    rms_norm_grad_inputs,
     rms_norm_grad_oracle,
-    rms_norm_oracle,
 )
 
 NATIVE_SHAPES = SHAPES + [
@@ -31,17 +31,10 @@ NATIVE_SHAPES = SHAPES + [
 ]
 
 
-def grad_inputs(rng, x_shape, gamma_shape, t, tg):
-    x = rng.standard_normal(x_shape).astype(t)
-    gamma = rng.standard_normal(gamma_shape).astype(tg)
-    rstd = rms_norm_oracle(x, gamma, 1e-6)[1].astype(np.float32)
-    return {"dy": rng.standard_normal(x_shape).astype(t), "x": x, "rstd": rstd, "gamma": gamma}
-
-
 @pytest.mark.parametrize("shapes", NATIVE_SHAPES, ids=str)
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_native_matches_oracle(shapes, pair, rng):
-    inputs = grad_inputs(rng, *shapes, *pair)
+    inputs = rms_norm_grad_inputs(rng, *shapes, *pair)
     dx, dgamma = run_op("RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert (dx.dtype, dgamma.dtype) == (pair[0], F32)
@@ -51,7 +44,7 @@ def test_native_matches_oracle(shapes, pair, rng):
 
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_native_and_inlined_reference_agree(pair, rng):
-    inputs = grad_inputs(rng, (3, 5, 96), (96,), *pair)
+    inputs = rms_norm_grad_inputs(rng, (3, 5, 96), (96,), *pair)
     native = run_op("RmsNormGrad", inputs, native=True)
     inlined = run_op("RmsNormGrad", inputs, native=False)
     for out, ref, tol in zip(native, inlined, [TOL[pair[0]], TOL[F32]], strict=True):
@@ -75,7 +68,7 @@ def test_seed_example():
 
 @pytest.mark.parametrize("rstd_shape", [(2, 1, 3, 1), (2, 1, 3), (2, 3), (1, 2, 3, 1, 1), (2, 3, 1, 1)])
 def test_every_accepted_rstd_shape(rstd_shape, rng):
-    inputs = grad_inputs(rng, (2, 1, 3, 16), (16,), F32, F32)
+    inputs = rms_norm_grad_inputs(rng, (2, 1, 3, 16), (16,), F32, F32)
     inputs["rstd"] = inputs["rstd"].reshape(rstd_shape)
     dx, dgamma = run_op("RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
@@ -111,7 +104,7 @@ def test_backward_matches_finite_differences_of_forward(pair, rng):
 
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_bit_identical_for_any_thread_count(pair, rng):
-    inputs = grad_inputs(rng, (1999, 300), (300,), *pair)
+    inputs = rms_norm_grad_inputs(rng, (1999, 300), (300,), *pair)
     runs = [run_op("RmsNormGrad", inputs, threads=threads) for threads in (1, 2, 3, 1)]
     for other in runs[1:]:
         assert [bits(a) for a in other] == [bits(a) for a in runs[0]]

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from ..reference.model import make_op_model
 from ..runtime import ortvalue_copy, session_options
 from .timing import CopyBaseline, Timing, measure
 
@@ -96,15 +97,28 @@ def _bound_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], threads: i
     return run
 
 
+def _moved_bytes(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> int:
+    """Bytes an op must read and write at the least: every input and output once."""
+    written = 0
+    for output in model.graph.output:
+        tensor = output.type.tensor_type
+        count = np.prod([d.dim_value for d in tensor.shape.dim], dtype=np.int64)
+        written += int(count) * onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
+    return sum(a.nbytes for a in inputs.values()) + written
+
+
 def bench_memory_bound(
+    op_name: str,
     label: str,
-    model: onnx.ModelProto,
     inputs: dict[str, np.ndarray],
-    nbytes: int,
     threads: int,
     repeats: int,
     with_reference: bool = True,
 ) -> Result:
+    """Times ``op_name`` on ``inputs`` natively, as the inlined reference, and a plain copy of
+    the bytes the op must move, all on ``threads`` threads."""
+    model = make_op_model(op_name, {name: (a.dtype, a.shape) for name, a in inputs.items()})
+    nbytes = _moved_bytes(model, inputs)
     copy = CopyBaseline(nbytes, threads)
     try:
         native, copy_time = measure(_bound_run(model, inputs, threads, native=True), copy, repeats=repeats)

@@ -2,6 +2,7 @@
 // pool through the glue, or nothing (serial) when a test or another runtime calls the kernel.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -24,11 +25,14 @@ struct Parallel {
   }
 };
 
-// Rows are processed in blocks whose size depends only on the problem, never on the thread count,
+// Rows are processed in blocks whose number depends only on the problem, never on the thread count,
 // so per-block partial sums (and their fixed-order reduction) are the same however many threads
-// run them.
-inline size_t block_count(size_t rows, size_t max_blocks = 64) {
-  return rows < max_blocks ? rows : max_blocks;
+// run them. At most 64 blocks, and about 32K elements or more each, so that small problems do not
+// pay for many partial sums and task switches.
+inline size_t block_count(size_t rows, size_t row_elements) {
+  constexpr size_t kMaxBlocks = 64, kMinBlockElements = size_t(1) << 15;
+  const size_t by_work = rows * row_elements / kMinBlockElements;
+  return std::min({rows, kMaxBlocks, std::max<size_t>(by_work, 1)});
 }
 
 // First row of block b when `rows` rows are split into `blocks` nearly equal blocks.

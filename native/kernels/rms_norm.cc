@@ -31,36 +31,38 @@ void norm_rows_baseline(const T* x, const float* gamma_f, float epsilon, T* y, f
   }
 }
 
+// gamma_l is in the lane order of T.
 template <bool kStream, class T>
-__attribute__((target("avx2,fma,f16c"))) void norm_rows_avx2(const T* x, const float* gamma_f, float epsilon,
+__attribute__((target("avx2,fma,f16c"))) void norm_rows_avx2(const T* x, const float* gamma_l, float epsilon,
                                                              T* y, float* rstd, int64_t begin, int64_t end,
                                                              int64_t cols) {
   const int64_t vec_end = cols - cols % 16;
+  // y is written 16 columns at a time from the first or, if y runs ahead of x, the last (see
+  // store_runs_ahead); every row has the same offset between the two.
+  const bool descending = store_runs_ahead(y, x);
+  const int64_t step = descending ? -16 : 16;
   for (int64_t r = begin; r < end; ++r) {
     const T* x_row = x + r * cols;
     T* y_row = y + r * cols;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j < vec_end; j += 16) {
-      const __m256 a = load8(x_row + j), b = load8(x_row + j + 8);
-      acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(a, a));
-      acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(b, b));
+    __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
+    for (int64_t j = 0; j < vec_end; j += 16) {
+      __m256 lo, hi;
+      load16(x_row + j, lo, hi);
+      acc_lo = _mm256_add_ps(acc_lo, _mm256_mul_ps(lo, lo));
+      acc_hi = _mm256_add_ps(acc_hi, _mm256_mul_ps(hi, hi));
     }
-    float sum_sq = hsum(_mm256_add_ps(acc0, acc1));
-    for (; j < cols; ++j) sum_sq += to_float(x_row[j]) * to_float(x_row[j]);
+    float sum_sq = hsum(_mm256_add_ps(acc_lo, acc_hi));
+    for (int64_t j = vec_end; j < cols; ++j) sum_sq += to_float(x_row[j]) * to_float(x_row[j]);
     const float rs = rstd[r] = rstd_of(sum_sq, cols, epsilon);
 
     const __m256 vrs = _mm256_set1_ps(rs);
-    j = 0;
-    if constexpr (kStream) {
-      for (const int64_t head = std::min<int64_t>(cols, elements_to_align(y_row)); j < head; ++j) {
-        y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_f[j]);
-      }
+    for (int64_t j = descending ? vec_end - 16 : 0; j >= 0 && j < vec_end; j += step) {
+      __m256 lo, hi;
+      load16(x_row + j, lo, hi);
+      store16<kStream>(y_row + j, _mm256_mul_ps(_mm256_mul_ps(lo, vrs), _mm256_loadu_ps(gamma_l + j)),
+                       _mm256_mul_ps(_mm256_mul_ps(hi, vrs), _mm256_loadu_ps(gamma_l + j + 8)));
     }
-    for (; j + 8 <= cols; j += 8) {
-      store8<kStream>(y_row + j, _mm256_mul_ps(_mm256_mul_ps(load8(x_row + j), vrs), load8(gamma_f + j)));
-    }
-    for (; j < cols; ++j) y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_f[j]);
+    for (int64_t j = vec_end; j < cols; ++j) y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_l[j]);
   }
   if constexpr (kStream) _mm_sfence();
 }
@@ -76,10 +78,10 @@ void rms_norm(const T* x, const TG* gamma, float epsilon, T* y, float* rstd, int
 
   auto rows_fn = norm_rows_baseline<T>;
   if (use_avx2()) {
-    const bool stream = static_cast<size_t>(rows * cols) * sizeof(T) >= kStreamBytes;
-    rows_fn = stream ? norm_rows_avx2<true, T> : norm_rows_avx2<false, T>;
+    to_lane_order<T>(gamma_f.data(), cols);
+    rows_fn = use_streaming(y, rows, cols) ? norm_rows_avx2<true, T> : norm_rows_avx2<false, T>;
   }
-  const size_t blocks = block_count(static_cast<size_t>(rows));
+  const size_t blocks = block_count(static_cast<size_t>(rows), static_cast<size_t>(cols));
   parallel.for_each(blocks, [&](size_t b) {
     rows_fn(x, gamma_f.data(), epsilon, y, rstd, block_begin(b, blocks, rows),
             block_begin(b + 1, blocks, rows), cols);

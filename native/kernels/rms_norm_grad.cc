@@ -36,90 +36,125 @@ void grad_rows_baseline(const T* dy, const T* x, const float* rstd, const float*
   }
 }
 
-// dx for one row whose dy and x are in cache. For 16-bit types, whose conversions make this pass
-// compute-bound, it also prefetches the 2*cols elements at `next` (the next rows' inputs) so that
-// memory keeps streaming meanwhile; for float32 that measured slower than the hardware prefetcher.
-template <bool kStream, class T>
-__attribute__((target("avx2,fma,f16c"))) void dx_row_avx2(const T* dy_row, const T* x_row,
-                                                          const float* gamma_f, T* dx_row, float rs,
-                                                          float dot, int64_t cols, const T* next) {
-  const float scaled_mean = dot / static_cast<float>(cols) * rs;
-  const __m256 vrs = _mm256_set1_ps(rs);
-  const __m256 vmean = _mm256_set1_ps(scaled_mean);
-  auto dx_at = [&](int64_t k) {
-    return from_float<T>(rs * (to_float(dy_row[k]) * gamma_f[k] - to_float(x_row[k]) * scaled_mean));
-  };
-  int64_t j = 0;
-  if constexpr (kStream) {
-    for (const int64_t head = std::min<int64_t>(cols, elements_to_align(dx_row)); j < head; ++j)
-      dx_row[j] = dx_at(j);
+// One row as the AVX2 loops see it. Pass 1 fills in `dot`, the sum of dy * gamma * xhat; `ahead`,
+// if set, is what pass 2 prefetches (see dx_rows).
+template <class T>
+struct Row {
+  const T* dy;
+  const T* x;
+  T* dx;
+  float rs;
+  float dot;
+  const T* ahead;
+};
+
+// Pass 1 over kRows rows: their dot sums, and dy * xhat added into dgamma_l, one sum per column over
+// the rows in order (doing two rows at once halves the loads and stores of dgamma_l). gamma_l and
+// dgamma_l are in the lane order of T.
+template <int kRows, class T>
+__attribute__((target("avx2,fma,f16c"))) void dot_rows(Row<T>* rows, const float* gamma_l, float* dgamma_l,
+                                                       int64_t cols) {
+  const int64_t vec_end = cols - cols % 16;
+  __m256 vrs[kRows], acc_lo[kRows], acc_hi[kRows];
+  for (int i = 0; i < kRows; ++i) {
+    vrs[i] = _mm256_set1_ps(rows[i].rs);
+    acc_lo[i] = acc_hi[i] = _mm256_setzero_ps();
   }
-  for (; j + 8 <= cols; j += 8) {
-    if (sizeof(T) == 2 && next != nullptr)
-      _mm_prefetch(reinterpret_cast<const char*>(next + 2 * j), _MM_HINT_T0);
-    const __m256 g = _mm256_mul_ps(load8(dy_row + j), load8(gamma_f + j));
-    store8<kStream>(dx_row + j, _mm256_mul_ps(vrs, _mm256_sub_ps(g, _mm256_mul_ps(load8(x_row + j), vmean))));
+  for (int64_t j = 0; j < vec_end; j += 16) {
+    const __m256 g_lo = _mm256_loadu_ps(gamma_l + j), g_hi = _mm256_loadu_ps(gamma_l + j + 8);
+    __m256 sum_lo, sum_hi;
+    for (int i = 0; i < kRows; ++i) {
+      __m256 dy_lo, dy_hi, x_lo, x_hi;
+      load16(rows[i].dy + j, dy_lo, dy_hi);
+      load16(rows[i].x + j, x_lo, x_hi);
+      const __m256 p_lo = _mm256_mul_ps(dy_lo, _mm256_mul_ps(x_lo, vrs[i]));
+      const __m256 p_hi = _mm256_mul_ps(dy_hi, _mm256_mul_ps(x_hi, vrs[i]));
+      acc_lo[i] = _mm256_add_ps(acc_lo[i], _mm256_mul_ps(p_lo, g_lo));
+      acc_hi[i] = _mm256_add_ps(acc_hi[i], _mm256_mul_ps(p_hi, g_hi));
+      sum_lo = i == 0 ? p_lo : _mm256_add_ps(sum_lo, p_lo);
+      sum_hi = i == 0 ? p_hi : _mm256_add_ps(sum_hi, p_hi);
+    }
+    _mm256_storeu_ps(dgamma_l + j, _mm256_add_ps(_mm256_loadu_ps(dgamma_l + j), sum_lo));
+    _mm256_storeu_ps(dgamma_l + j + 8, _mm256_add_ps(_mm256_loadu_ps(dgamma_l + j + 8), sum_hi));
   }
-  for (; j < cols; ++j) dx_row[j] = dx_at(j);
+  for (int i = 0; i < kRows; ++i) rows[i].dot = hsum(_mm256_add_ps(acc_lo[i], acc_hi[i]));
+  for (int64_t j = vec_end; j < cols; ++j) {
+    float sum = 0.f;
+    for (int i = 0; i < kRows; ++i) {
+      const float p = to_float(rows[i].dy[j]) * (to_float(rows[i].x[j]) * rows[i].rs);
+      rows[i].dot += p * gamma_l[j];
+      sum = i == 0 ? p : sum + p;
+    }
+    dgamma_l[j] += sum;
+  }
 }
 
-template <bool kStream, class T>
-__attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const T* dy, const T* x, const float* rstd,
-                                                             const float* gamma_f, T* dx, float* dgamma_part,
-                                                             int64_t begin, int64_t end, int64_t cols) {
-  const int64_t vec_end = cols - cols % 8;
-  int64_t r = begin;
-  // Rows go in pairs: the dgamma partials are then loaded and stored once per two rows.
-  for (; r + 2 <= end; r += 2) {
-    const T* dy0 = dy + r * cols;
-    const T* x0 = x + r * cols;
-    const T* dy1 = dy0 + cols;
-    const T* x1 = x0 + cols;
-    const float rs0 = rstd[r], rs1 = rstd[r + 1];
-    const __m256 vrs0 = _mm256_set1_ps(rs0), vrs1 = _mm256_set1_ps(rs1);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j < vec_end; j += 8) {
-      const __m256 g = load8(gamma_f + j);
-      const __m256 p0 = _mm256_mul_ps(load8(dy0 + j), _mm256_mul_ps(load8(x0 + j), vrs0));
-      const __m256 p1 = _mm256_mul_ps(load8(dy1 + j), _mm256_mul_ps(load8(x1 + j), vrs1));
-      acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(p0, g));
-      acc1 = _mm256_add_ps(acc1, _mm256_mul_ps(p1, g));
-      _mm256_storeu_ps(dgamma_part + j, _mm256_add_ps(load8(dgamma_part + j), _mm256_add_ps(p0, p1)));
-    }
-    float dot0 = hsum(acc0), dot1 = hsum(acc1);
-    for (; j < cols; ++j) {
-      const float p0 = to_float(dy0[j]) * (to_float(x0[j]) * rs0);
-      const float p1 = to_float(dy1[j]) * (to_float(x1[j]) * rs1);
-      dot0 += p0 * gamma_f[j];
-      dot1 += p1 * gamma_f[j];
-      dgamma_part[j] += p0 + p1;
-    }
-    const bool more = r + 4 <= end;
-    dx_row_avx2<kStream>(dy0, x0, gamma_f, dx + r * cols, rs0, dot0, cols, more ? dy1 + cols : nullptr);
-    dx_row_avx2<kStream>(dy1, x1, gamma_f, dx + (r + 1) * cols, rs1, dot1, cols, more ? x1 + cols : nullptr);
+// Pass 2: dx of kRows rows whose inputs pass 1 has just brought into cache, 16 columns at a time from
+// the first or, if `descending`, from the last (see store_runs_ahead). For 16-bit types, whose
+// conversions make this pass compute-bound, it also prefetches each row's `ahead` (2 * cols elements:
+// the next pair's dy or x) so that memory keeps streaming meanwhile. The prefetches go to L2, where
+// they do not evict this pass's own inputs from L1 (measured faster than into L1); for float32 they
+// measured no faster than the hardware prefetcher.
+template <bool kStream, int kRows, class T>
+__attribute__((target("avx2,fma,f16c"))) void dx_rows(const Row<T>* rows, const float* gamma_l,
+                                                      int64_t cols, bool descending) {
+  const int64_t vec_end = cols - cols % 16;
+  float scaled_mean[kRows];
+  __m256 vrs[kRows], vmean[kRows];
+  for (int i = 0; i < kRows; ++i) {
+    scaled_mean[i] = rows[i].dot / static_cast<float>(cols) * rows[i].rs;
+    vrs[i] = _mm256_set1_ps(rows[i].rs);
+    vmean[i] = _mm256_set1_ps(scaled_mean[i]);
   }
-  for (; r < end; ++r) {
-    const T* dy0 = dy + r * cols;
-    const T* x0 = x + r * cols;
-    const float rs0 = rstd[r];
-    const __m256 vrs0 = _mm256_set1_ps(rs0);
-    __m256 acc0 = _mm256_setzero_ps();
-    int64_t j = 0;
-    for (; j < vec_end; j += 8) {
-      const __m256 p0 = _mm256_mul_ps(load8(dy0 + j), _mm256_mul_ps(load8(x0 + j), vrs0));
-      acc0 = _mm256_add_ps(acc0, _mm256_mul_ps(p0, load8(gamma_f + j)));
-      _mm256_storeu_ps(dgamma_part + j, _mm256_add_ps(load8(dgamma_part + j), p0));
+  const int64_t step = descending ? -16 : 16;
+  for (int64_t j = descending ? vec_end - 16 : 0; j >= 0 && j < vec_end; j += step) {
+    const __m256 g_lo = _mm256_loadu_ps(gamma_l + j), g_hi = _mm256_loadu_ps(gamma_l + j + 8);
+    for (int i = 0; i < kRows; ++i) {
+      if (sizeof(T) == 2 && rows[i].ahead != nullptr)
+        _mm_prefetch(reinterpret_cast<const char*>(rows[i].ahead + 2 * j), _MM_HINT_T2);
+      __m256 dy_lo, dy_hi, x_lo, x_hi;
+      load16(rows[i].dy + j, dy_lo, dy_hi);
+      load16(rows[i].x + j, x_lo, x_hi);
+      const __m256 dx_lo = _mm256_sub_ps(_mm256_mul_ps(dy_lo, g_lo), _mm256_mul_ps(x_lo, vmean[i]));
+      const __m256 dx_hi = _mm256_sub_ps(_mm256_mul_ps(dy_hi, g_hi), _mm256_mul_ps(x_hi, vmean[i]));
+      store16<kStream>(rows[i].dx + j, _mm256_mul_ps(vrs[i], dx_lo), _mm256_mul_ps(vrs[i], dx_hi));
     }
-    float dot0 = hsum(acc0);
-    for (; j < cols; ++j) {
-      const float p0 = to_float(dy0[j]) * (to_float(x0[j]) * rs0);
-      dot0 += p0 * gamma_f[j];
-      dgamma_part[j] += p0;
+  }
+  for (int i = 0; i < kRows; ++i) {
+    for (int64_t j = vec_end; j < cols; ++j) {
+      rows[i].dx[j] = from_float<T>(
+          rows[i].rs * (to_float(rows[i].dy[j]) * gamma_l[j] - to_float(rows[i].x[j]) * scaled_mean[i]));
     }
-    dx_row_avx2<kStream>(dy0, x0, gamma_f, dx + r * cols, rs0, dot0, cols, static_cast<const T*>(nullptr));
+  }
+}
+
+// Rows go in pairs, the last alone if their count is odd. gamma_l and dgamma_part are in the lane
+// order of T on entry; dgamma_part is left in memory order.
+template <bool kStream, class T>
+void grad_rows_avx2(const T* dy, const T* x, const float* rstd, const float* gamma_l, T* dx,
+                    float* dgamma_part, int64_t begin, int64_t end, int64_t cols) {
+  // Every row has the same offset between dx and dy (or x), so all take the same direction.
+  const bool descending = store_runs_ahead(dx, dy) || store_runs_ahead(dx, x);
+  int64_t r = begin;
+  for (; r + 2 <= end; r += 2) {
+    Row<T> rows[2];
+    for (int64_t i = 0; i < 2; ++i) {
+      rows[i] = {dy + (r + i) * cols, x + (r + i) * cols, dx + (r + i) * cols, rstd[r + i], 0.f, nullptr};
+    }
+    if (r + 4 <= end) {
+      rows[0].ahead = dy + (r + 2) * cols;
+      rows[1].ahead = x + (r + 2) * cols;
+    }
+    dot_rows<2>(rows, gamma_l, dgamma_part, cols);
+    dx_rows<kStream, 2>(rows, gamma_l, cols, descending);
+  }
+  if (r < end) {
+    Row<T> row{dy + r * cols, x + r * cols, dx + r * cols, rstd[r], 0.f, nullptr};
+    dot_rows<1>(&row, gamma_l, dgamma_part, cols);
+    dx_rows<kStream, 1>(&row, gamma_l, cols, descending);
   }
   if constexpr (kStream) _mm_sfence();
+  from_lane_order<T>(dgamma_part, cols);
 }
 
 }  // namespace
@@ -136,20 +171,20 @@ void rms_norm_grad(const T* dy, const T* x, const float* rstd, const TG* gamma, 
 
   auto rows_fn = grad_rows_baseline<T>;
   if (use_avx2()) {
-    const bool stream = static_cast<size_t>(rows * cols) * sizeof(T) >= kStreamBytes;
-    rows_fn = stream ? grad_rows_avx2<true, T> : grad_rows_avx2<false, T>;
+    to_lane_order<T>(gamma_f.data(), cols);
+    rows_fn = use_streaming(dx, rows, cols) ? grad_rows_avx2<true, T> : grad_rows_avx2<false, T>;
   }
 
   // Each block adds its rows into its own partial dgamma; the partials are then summed in block
   // order. Blocks depend only on the shape, so the sums are the same for any thread count.
-  const size_t blocks = block_count(static_cast<size_t>(rows));
+  const size_t blocks = block_count(static_cast<size_t>(rows), static_cast<size_t>(cols));
   std::vector<float> partial(blocks * static_cast<size_t>(cols), 0.f);
   parallel.for_each(blocks, [&](size_t b) {
     rows_fn(dy, x, rstd, gamma_f.data(), dx, partial.data() + b * cols, block_begin(b, blocks, rows),
             block_begin(b + 1, blocks, rows), cols);
   });
 
-  const size_t strips = block_count(static_cast<size_t>(cols + 255) / 256);
+  const size_t strips = block_count(static_cast<size_t>(cols), blocks);
   parallel.for_each(strips, [&](size_t s) {
     sum_partials(partial.data(), blocks, cols, block_begin(s, strips, cols), block_begin(s + 1, strips, cols),
                  dgamma);

@@ -7,8 +7,11 @@ import sys
 from ort_ascend_ops.__main__ import main
 
 
-def test_demo_reports_agreement():
-    result = subprocess.run([sys.executable, "-m", "ort_ascend_ops", "demo"], capture_output=True, text=True)
+def test_demo_reports_agreement(tmp_path):
+    # Run from elsewhere: `-m` from the checkout would import the source tree, which has no library.
+    result = subprocess.run(
+        [sys.executable, "-m", "ort_ascend_ops", "demo"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verdict: native kernels and reference functions agree" in result.stdout
 

@@ -77,11 +77,11 @@ def _bound_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], threads: i
     """A zero-argument callable running ``model`` once, inputs and outputs bound in advance so
     that only the graph is timed. Inputs live in ORT-allocated memory, as they would inside a
     graph."""
-    session = ort.InferenceSession(
-        model.SerializeToString(),
-        session_options(threads=threads, native=native),
-        providers=["CPUExecutionProvider"],
-    )
+    options = session_options(threads=threads, native=native)
+    # ORT's idle workers spin after each run; they would steal the cores the copy baseline,
+    # timed in turns with the kernel, runs on.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     binding = session.io_binding()
     values = {name: ortvalue_copy(a) for name, a in inputs.items()}
     for name, value in values.items():

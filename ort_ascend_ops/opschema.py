@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,13 +40,15 @@ _ATTR_TYPES = {
 
 @dataclass(frozen=True)
 class Param:
-    """An input or output. ``shape`` (outputs only) is ``same:<input>`` or ``rule:<name>``."""
+    """An input or output. Outputs only: ``shape`` is ``same:<input>`` or ``rule:<name>``;
+    ``requires`` names an optional input without which the (optional) output cannot be produced."""
 
     name: str
     type: str
     description: str = ""
     optional: bool = False
     shape: str | None = None
+    requires: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Attribute:
     description: str = ""
     default: object = None
     required: bool = False
+    choices: Sequence[object] = ()  # the only values allowed, if not empty
 
     def to_proto(self, value: object) -> AttributeProto:
         attr_type, coerce = _ATTR_TYPES[self.type]
@@ -88,6 +91,7 @@ class OpSpec:
     attributes: tuple[Attribute, ...] = ()
     type_constraints: tuple[TypeConstraint, ...] = ()
     allowed_type_combinations: TypeCombinations | None = None
+    same_shape: tuple[tuple[str, ...], ...] = ()  # groups of inputs that must share one shape
 
 
 def _rms_norm_rstd(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> Shape:
@@ -103,9 +107,53 @@ def _rms_norm_rstd(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> 
     return x[:n] + [1] * len(gamma)
 
 
+def _static(dim: Dim) -> bool:
+    return isinstance(dim, int)
+
+
+def _rotary(data: str, shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> Shape:
+    """``shapes[data]``, once cos (or sin) is checked to broadcast to it and its last dim to suit
+    the mode."""
+    shape = shapes[data]
+    table = shapes["cos"] if shapes["cos"] is not None else shapes["sin"]
+    if shape is not None and len(shape) == 0:
+        raise ValueError(f"{data} must have rank >= 1")
+    if shape is not None and table is not None:
+        if len(table) != len(shape):
+            raise ValueError(f"cos/sin have rank {len(table)} but {data} has rank {len(shape)}")
+        last = len(shape) - 1
+        if any(
+            _static(t) and _static(s) and t != s and (t != 1 or axis == last)
+            for axis, (t, s) in enumerate(zip(table, shape, strict=True))
+        ):
+            raise ValueError(
+                f"cos/sin shape {table} does not broadcast to {data} shape {shape} "
+                f"(the last axis is never broadcast)"
+            )
+    dims = [s[-1] for s in (shape, table) if s and _static(s[-1])]
+    multiple = 4 if attrs["mode"] == 2 else 2
+    if dims and dims[0] % multiple:
+        raise ValueError(
+            f"mode {attrs['mode']} needs a last dim that is a multiple of {multiple}, got {dims[0]}"
+        )
+    return shape
+
+
+def _rotary_y(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> Shape:
+    """same as `x`; `cos` broadcasts to it, the last dim suits `mode`"""
+    return _rotary("x", shapes, attrs)
+
+
+def _rotary_dx(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> Shape:
+    """same as `dy`; `cos` broadcasts to it, the last dim suits `mode`"""
+    return _rotary("dy", shapes, attrs)
+
+
 # Named shape rules that TOML outputs refer to as ``shape = "rule:<name>"``.
 SHAPE_RULES: dict[str, ShapeRule] = {
     "rms_norm_rstd": _rms_norm_rstd,
+    "rotary_y": _rotary_y,
+    "rotary_dx": _rotary_dx,
 }
 
 
@@ -122,6 +170,7 @@ def _spec_from_toml(data: dict) -> OpSpec:
         ),
         allowed_type_combinations=combos
         and TypeCombinations(tuple(combos["params"]), tuple(map(tuple, combos["types"]))),
+        same_shape=tuple(map(tuple, data.pop("same_shape", ()))),
         **data,
     )
     _validate(spec)
@@ -134,15 +183,22 @@ def _validate(spec: OpSpec) -> None:
         if p.type not in params and p.type not in _ELEM_TYPES:
             raise ValueError(f"{spec.name}.{p.name}: unknown type {p.type!r}")
     input_names = {p.name for p in spec.inputs}
+    optional_inputs = {p.name for p in spec.inputs if p.optional}
     for p in spec.outputs:
         kind, _, target = (p.shape or "").partition(":")
         if not (kind == "same" and target in input_names or kind == "rule" and target in SHAPE_RULES):
             raise ValueError(f"{spec.name}.{p.name}: bad shape {p.shape!r}")
+        if p.requires is not None and not (p.optional and p.requires in optional_inputs):
+            raise ValueError(f"{spec.name}.{p.name}: only an optional output requires an optional input")
     for a in spec.attributes:
         if a.type not in _ATTR_TYPES:
             raise ValueError(f"{spec.name}.{a.name}: unknown attribute type {a.type!r}")
         if a.required and a.default is not None:
             raise ValueError(f"{spec.name}.{a.name}: a required attribute takes no default")
+        if a.choices and a.default is not None and a.default not in a.choices:
+            raise ValueError(f"{spec.name}.{a.name}: default {a.default!r} is not one of the choices")
+    if not all(set(group) <= input_names for group in spec.same_shape):
+        raise ValueError(f"{spec.name}: same_shape names unknown inputs")
     combos = spec.allowed_type_combinations
     if combos and not set(combos.params) <= params:
         raise ValueError(f"{spec.name}: allowed_type_combinations names unknown parameters")
@@ -164,15 +220,27 @@ def load_op_specs() -> dict[str, OpSpec]:
     return dict(_specs())
 
 
+def _same_shape(a: Shape, b: Shape) -> bool:
+    """False only where the shapes certainly differ."""
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and not any(
+        _static(x) and _static(y) and x != y for x, y in zip(a, b, strict=True)
+    )
+
+
 def infer_outputs(
     spec: OpSpec,
     inputs: Mapping[str, tuple[int | None, Shape]],
     attrs: Mapping[str, object],
+    outputs: Collection[str] | None = None,
 ) -> dict[str, tuple[int | None, Shape]]:
-    """Element type and shape of every output, from the present inputs' (elem_type, shape).
+    """Element type and shape of the produced outputs, from the present inputs' (elem_type, shape).
 
     Absent optional inputs are left out of ``inputs``; unknown element types are None.
-    Raises ValueError for a type or shape the spec does not allow.
+    ``outputs`` names the outputs the node produces; by default every output whose required
+    input is present. Raises ValueError for a type, shape, attribute value or output the spec
+    does not allow.
     """
     constraints = {c.name: c for c in spec.type_constraints}
     bound: dict[str, int] = {}
@@ -205,18 +273,34 @@ def infer_outputs(
     if missing:
         raise ValueError(f"{spec.name}: missing required attributes {missing}")
     attrs = {a.name: a.default for a in spec.attributes if a.default is not None} | dict(attrs)
+    for a in spec.attributes:
+        if a.choices and a.name in attrs and attrs[a.name] not in a.choices:
+            raise ValueError(f"{spec.name}: {a.name} = {attrs[a.name]!r} is not one of {list(a.choices)}")
     shapes = {name: shape for name, (_, shape) in inputs.items()}
-
-    outputs = {}
+    for group in spec.same_shape:
+        present = [name for name in group if name in shapes]
+        for name in present[1:]:
+            if not _same_shape(shapes[present[0]], shapes[name]):
+                raise ValueError(
+                    f"{spec.name}: {name} has shape {shapes[name]} but {present[0]} has shape "
+                    f"{shapes[present[0]]}; they must be equal"
+                )
+    if outputs is None:
+        outputs = [p.name for p in spec.outputs if p.requires is None or p.requires in inputs]
     for p in spec.outputs:
+        if p.name in outputs and p.requires is not None and p.requires not in inputs:
+            raise ValueError(f"{spec.name}: output {p.name} needs input {p.requires}")
+
+    result = {}
+    for p in (p for p in spec.outputs if p.name in outputs):
         kind, _, target = p.shape.partition(":")
         try:
             shape = shapes.get(target) if kind == "same" else SHAPE_RULES[target](shapes, attrs)
         except ValueError as e:
             raise ValueError(f"{spec.name}: {e}") from None
         elem = bound.get(p.type) if p.type in constraints else _ELEM_TYPES[p.type]
-        outputs[p.name] = (elem, None if shape is None else list(shape))
-    return outputs
+        result[p.name] = (elem, None if shape is None else list(shape))
+    return result
 
 
 def _from_type_proto(tp: onnx.TypeProto | None) -> tuple[int | None, Shape]:
@@ -247,13 +331,16 @@ def _inference_function(spec: OpSpec) -> Callable[[onnx.shape_inference.Inferenc
         }
         protos = {a.name: ctx.get_attribute(a.name) for a in spec.attributes}
         attrs = {name: _attr_value(p) for name, p in protos.items() if p is not None}
+        produced = {
+            i: p.name for i, p in enumerate(spec.outputs) if i < ctx.get_num_outputs() and ctx.has_output(i)
+        }
         try:
-            outputs = infer_outputs(spec, inputs, attrs)
+            outputs = infer_outputs(spec, inputs, attrs, produced.values())
         except ValueError as e:
             raise InferenceError(str(e)) from e
-        for i, p in enumerate(spec.outputs):
-            elem, shape = outputs[p.name]
-            if i < ctx.get_num_outputs() and ctx.has_output(i) and elem is not None:
+        for i, name in produced.items():
+            elem, shape = outputs[name]
+            if elem is not None:
                 ctx.set_output_type(i, helper.make_tensor_type_proto(elem, shape))
 
     return infer
@@ -305,7 +392,11 @@ def _shape_doc(shape: str) -> str:
 
 def _op_markdown(spec: OpSpec) -> list[str]:
     def name(p: Param) -> str:
-        return f"`{p.name}`" + (" (optional)" if p.optional else "")
+        needs = f", needs `{p.requires}`" if p.requires else ""
+        return f"`{p.name}`" + (f" (optional{needs})" if p.optional else "")
+
+    def choices(a: Attribute) -> str:
+        return f" One of {', '.join(f'`{c!r}`' for c in a.choices)}." if a.choices else ""
 
     lines = [f"## {spec.name}", "", f"Domain `{spec.domain}`, since version {spec.since_version}.", ""]
     lines += [spec.doc.strip(), "", "### Inputs", ""]
@@ -326,7 +417,7 @@ def _op_markdown(spec: OpSpec) -> list[str]:
                     f"`{a.name}`",
                     a.type,
                     "required" if a.required else "none" if a.default is None else f"`{a.default!r}`",
-                    a.description,
+                    a.description + choices(a),
                 )
                 for a in spec.attributes
             ],
@@ -346,6 +437,9 @@ def _op_markdown(spec: OpSpec) -> list[str]:
         lines += _table(
             tuple(f"`{t}`" for t in combos.params), [tuple(f"`{t}`" for t in row) for row in combos.types]
         )
+    if spec.same_shape:
+        groups = "; ".join(", ".join(f"`{name}`" for name in group) for group in spec.same_shape)
+        lines += [f"Inputs that must have one shape (checked by shape inference): {groups}.", ""]
     return lines
 
 

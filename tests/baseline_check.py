@@ -1,10 +1,23 @@
 """Run by test_*_baseline_isa tests in a process with ORT_ASCEND_OPS_ISA=baseline: every op's native
 kernel, through its plain-loop path, against the oracles. Exits non-zero on the first mismatch."""
 
+import sys
+
 import numpy as np
 
 from harness import run_op
-from oracles import F32, PAIRS, TOL, assert_close, rms_norm_grad_oracle, rms_norm_oracle
+from oracles import (
+    F32,
+    PAIRS,
+    ROPE_LAYOUTS,
+    ROPE_MODES,
+    TOL,
+    assert_close,
+    rms_norm_grad_oracle,
+    rms_norm_oracle,
+    rope_grad_oracle,
+    rope_oracle,
+)
 
 
 def check_rms_norm_family(rng):
@@ -23,5 +36,22 @@ def check_rms_norm_family(rng):
         assert_close(dgamma, dgamma_ref, TOL[F32])
 
 
+def check_rope_family(rng):
+    for t in {t for t, _ in PAIRS}:
+        for mode in ROPE_MODES:
+            for _, shape, table_shape in ROPE_LAYOUTS[::3]:
+                x, dy = (rng.standard_normal(shape).astype(t) for _ in range(2))
+                cos, sin = (rng.standard_normal(table_shape).astype(t) for _ in range(2))
+                (y,) = run_op("RotaryPositionEmbedding", {"x": x, "cos": cos, "sin": sin}, {"mode": mode})
+                assert_close(y, rope_oracle(x, cos, sin, mode), TOL[t])
+                inputs = {"dy": dy, "cos": cos, "sin": sin, "x": x}
+                outputs = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+                for out, ref in zip(outputs, rope_grad_oracle(**inputs, mode=mode), strict=True):
+                    assert_close(out, ref, 2 * TOL[t])
+
+
+FAMILIES = {"rms_norm": check_rms_norm_family, "rope": check_rope_family}
+
 if __name__ == "__main__":
-    check_rms_norm_family(np.random.default_rng(7))
+    for name in sys.argv[1:] or FAMILIES:
+        FAMILIES[name](np.random.default_rng(7))

@@ -55,3 +55,111 @@ def rms_norm_grad_inputs(rng, x_shape, gamma_shape, t, tg):
     gamma = rng.standard_normal(gamma_shape).astype(tg)
     rstd = rms_norm_oracle(x, gamma, 1e-6)[1].astype(np.float32)
     return {"dy": rng.standard_normal(x_shape).astype(t), "x": x, "rstd": rstd, "gamma": gamma}
+
+
+# RotaryPositionEmbedding layouts the seed page names: (name, x/dy shape, cos/sin shape), with
+# B=2, N=3, S=5, D=16 and T=7.
+ROPE_LAYOUTS = [
+    ("BNSD-11SD", (2, 3, 5, 16), (1, 1, 5, 16)),
+    ("BNSD-B1SD", (2, 3, 5, 16), (2, 1, 5, 16)),
+    ("BNSD-BNSD", (2, 3, 5, 16), (2, 3, 5, 16)),
+    ("BSND-1S1D", (2, 5, 3, 16), (1, 5, 1, 16)),
+    ("BSND-BS1D", (2, 5, 3, 16), (2, 5, 1, 16)),
+    ("BSND-BSND", (2, 5, 3, 16), (2, 5, 3, 16)),
+    ("SBND-S11D", (5, 2, 3, 16), (5, 1, 1, 16)),
+    ("SBND-SB1D", (5, 2, 3, 16), (5, 2, 1, 16)),
+    ("SBND-SBND", (5, 2, 3, 16), (5, 2, 3, 16)),
+    ("TND-T1D", (7, 3, 16), (7, 1, 16)),
+    ("TND-TND", (7, 3, 16), (7, 3, 16)),
+]
+ROPE_MODES = [0, 1, 2, 3]  # half, interleave, quarter, interleave-half
+
+
+def _halves(a):
+    return np.split(a, 2, axis=-1)
+
+
+def _quarters(a):
+    return np.split(a, 4, axis=-1)
+
+
+def _evens_odds(a):
+    return a[..., ::2], a[..., 1::2]
+
+
+def rope_oracle(x, cos, sin, mode):
+    """The contract's y = x * cos + rotate(x) * sin."""
+    x, cos, sin = (a.astype(np.float64) for a in (x, cos, sin))
+    if mode == 3:  # de-interleave, then as mode 0
+        x, mode = np.concatenate(_evens_odds(x), axis=-1), 0
+    if mode == 0:
+        x1, x2 = _halves(x)
+        rotated = np.concatenate((-x2, x1), axis=-1)
+    elif mode == 1:
+        x1, x2 = _evens_odds(x)
+        rotated = np.stack((-x2, x1), axis=-1).reshape(x.shape)
+    else:
+        x1, x2, x3, x4 = _quarters(x)
+        rotated = np.concatenate((-x2, x1, -x4, x3), axis=-1)
+    return x * cos + rotated * sin
+
+
+def rope_grad_oracle(dy, cos, sin, x, mode):
+    """The seed page's per-mode formulas: dx, and (dcos, dsin) summed over the axes cos broadcasts
+    along (keepdims) when x is given."""
+    dims = tuple(i for i in range(dy.ndim) if cos.shape[i] != dy.shape[i])
+    dy, cos, sin = (a.astype(np.float64) for a in (dy, cos, sin))
+    if mode == 2:
+        (dy1, dy2, dy3, dy4), (c1, c2, c3, c4), (s1, s2, s3, s4) = map(_quarters, (dy, cos, sin))
+        parts = (c1 * dy1 + s2 * dy2, c2 * dy2 - s1 * dy1, c3 * dy3 + s4 * dy4, c4 * dy4 - s3 * dy3)
+        dx = np.concatenate(parts, axis=-1)
+    else:
+        split = _evens_odds if mode == 1 else _halves
+        (dy1, dy2), (c1, c2), (s1, s2) = map(split, (dy, cos, sin))
+        parts = (c1 * dy1 + s2 * dy2, c2 * dy2 - s1 * dy1)
+        dx = np.concatenate(parts, axis=-1) if mode == 0 else np.stack(parts, axis=-1).reshape(dy.shape)
+    if x is None:
+        return dx, None, None
+    x = x.astype(np.float64)
+    if mode == 0:
+        x1, x2 = _halves(x)
+        for_cos, for_sin = x, np.concatenate((-x2, x1), axis=-1)
+    elif mode == 1:
+        x1, x2 = _evens_odds(x)
+        for_cos, for_sin = x, np.stack((-x2, x1), axis=-1).reshape(x.shape)
+    elif mode == 2:
+        x1, x2, x3, x4 = _quarters(x)
+        for_cos, for_sin = x, np.concatenate((-x2, x1, -x4, x3), axis=-1)
+    else:
+        x1, x2 = _evens_odds(x)
+        for_cos, for_sin = np.concatenate((x1, x2), axis=-1), np.concatenate((-x2, x1), axis=-1)
+    return dx, np.sum(dy * for_cos, axis=dims, keepdims=True), np.sum(dy * for_sin, axis=dims, keepdims=True)
+
+
+# aclnnRotaryPositionEmbeddingGrad's example: mode 1, dy/cos/sin of shape [1, 1, 1, 128], no x.
+# fmt: off
+ROPE_SEED_DY = [
+    74, 54, 84, 125, 23, 78, 37, 72, 27, 98, 34, 107, 29, 23, 54, 60, 70, 49, 119, 54, 29, 54,
+    41, 99, 27, 62, 5, 46, 108, 39, 24, 123, 33, 82, 6, 40, 88, 24, 6, 116, 38, 119, 110, 5,
+    30, 79, 87, 18, 29, 100, 90, 24, 21, 93, 63, 68, 34, 112, 119, 48, 74, 43, 85, 64, 14, 49,
+    128, 59, 18, 37, 123, 76, 14, 63, 10, 39, 107, 124, 79, 16, 17, 76, 80, 47, 90, 41, 58, 82,
+    75, 80, 69, 37, 74, 36, 54, 26, 32, 54, 13, 100, 105, 15, 13, 69, 122, 26, 94, 59, 29, 14,
+    60, 8, 24, 17, 45, 33, 107, 122, 63, 111, 75, 128, 68, 31, 105, 6, 82, 99,
+]
+ROPE_SEED_COS = [
+    41, 37, 17, 25, 49, 25, 22, 24, 110, 120, 107, 3, 82, 66, 75, 86, 85, 115, 110, 56, 52, 39,
+    86, 23, 36, 71, 20, 73, 113, 25, 114, 56, 125, 80, 95, 82, 31, 63, 99, 62, 23, 55, 30, 99,
+    42, 121, 15, 24, 97, 87, 81, 67, 43, 21, 13, 9, 33, 29, 117, 10, 114, 61, 98, 15, 78, 108,
+    48, 97, 1, 3, 78, 109, 57, 46, 47, 56, 50, 66, 81, 77, 17, 128, 68, 121, 47, 91, 114, 125,
+    51, 108, 31, 15, 47, 78, 109, 115, 113, 26, 53, 97, 1, 111, 103, 58, 106, 68, 11, 104, 22, 79,
+    61, 127, 86, 39, 33, 123, 102, 39, 64, 41, 119, 120, 61, 29, 94, 68, 36, 12,
+]
+ROPE_SEED_SIN = [
+    46, 56, 56, 101, 66, 10, 96, 16, 86, 57, 102, 66, 12, 105, 76, 58, 90, 6, 79, 128, 126, 82,
+    41, 3, 45, 7, 66, 4, 46, 22, 31, 26, 37, 63, 97, 84, 91, 90, 47, 77, 90, 34, 41, 83,
+    91, 108, 120, 13, 90, 32, 85, 37, 119, 31, 51, 82, 122, 125, 7, 116, 121, 108, 38, 56, 100, 20,
+    97, 119, 10, 4, 53, 13, 46, 82, 103, 119, 124, 80, 23, 67, 78, 56, 119, 122, 40, 58, 128, 27,
+    30, 52, 71, 42, 123, 69, 4, 5, 116, 97, 38, 107, 8, 4, 65, 120, 40, 22, 60, 44, 48, 66,
+    68, 125, 4, 93, 112, 112, 113, 90, 94, 23, 104, 39, 85, 84, 64, 128, 96, 119,
+]
+# fmt: on

@@ -46,10 +46,13 @@ def _infer(model: onnx.ModelProto) -> dict[str, tuple[int, list]]:
     return out
 
 
-def _raw_model(op_name: str, inputs: dict[str, tuple[int, list]]) -> onnx.ModelProto:
-    """A model make_op_model would refuse to build, for negative tests."""
-    outputs = [p.name for p in load_op_specs()[op_name].outputs]
-    node = helper.make_node(op_name, list(inputs), outputs, domain=DOMAIN)
+def _raw_model(
+    op_name: str, inputs: dict[str, tuple[int, list]], attrs: dict | None = None, outputs: list | None = None
+) -> onnx.ModelProto:
+    """A model make_op_model would refuse to build, for negative tests. The node produces
+    ``outputs`` (default: all of the op's)."""
+    outputs = outputs or [p.name for p in load_op_specs()[op_name].outputs]
+    node = helper.make_node(op_name, list(inputs), outputs, domain=DOMAIN, **(attrs or {}))
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()], []
     )
@@ -216,10 +219,20 @@ def test_format_handles_optional_io_and_attribute_kinds():
         infer_outputs(spec, {"x": (F32, [2, 4]), "index": (TensorProto.INT32, [3])}, {})
 
 
-def test_bad_spec_rejected():
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["outputs"][0].update(shape="rule:no_such_rule"), "bad shape"),
+        (lambda d: d["outputs"][0].update(requires="gamma"), "only an optional output requires"),
+        (lambda d: d["outputs"][1].update(requires="x"), "only an optional output requires"),
+        (lambda d: d["attributes"][0].update(choices=[1, 2]), "default 0 is not one of the choices"),
+        (lambda d: d.update(same_shape=[["x", "beta"]]), "same_shape names unknown inputs"),
+    ],
+)
+def test_bad_spec_rejected(edit, message):
     data = tomllib.loads(FUTURE_OP)
-    data["outputs"][0]["shape"] = "rule:no_such_rule"
-    with pytest.raises(ValueError, match="bad shape"):
+    edit(data)
+    with pytest.raises(ValueError, match=message):
         _spec_from_toml(data)
 
 
@@ -229,3 +242,109 @@ def test_docs_are_current():
         "regenerate: python -c 'from ort_ascend_ops.opschema import docs_markdown; "
         'print(docs_markdown(), end="")\' > docs/OPS.md'
     )
+
+
+ROPE_TYPES = [F32, F16, BF16]
+ROPE_SHAPES = [  # data (x or dy), cos and sin
+    (["B", "N", "S", 16], [1, 1, "S", 16]),
+    ([2, 5, 3, 8], [2, 5, 1, 8]),
+    (["S", "B", 3, 16], ["S", 1, 1, 16]),
+    ([7, 3, 8], [7, 1, 8]),
+    ([None, 4], [1, None]),
+]
+
+
+def _rope_types(t, data, table, data_names):
+    return {name: (t, data) for name in data_names} | {"cos": (t, table), "sin": (t, table)}
+
+
+@pytest.mark.parametrize("t", ROPE_TYPES)
+@pytest.mark.parametrize("data, table", ROPE_SHAPES)
+def test_rotary_position_embedding_inference(t, data, table):
+    model = make_op_model("RotaryPositionEmbedding", _rope_types(t, data, table, ["x"]), {"mode": 2})
+    onnx.checker.check_model(model, full_check=True)
+    assert _infer(model) == {"y": (t, data)}
+
+
+@pytest.mark.parametrize("t", ROPE_TYPES)
+@pytest.mark.parametrize("data, table", ROPE_SHAPES)
+def test_rotary_position_embedding_grad_inference(t, data, table):
+    with_x = make_op_model("RotaryPositionEmbeddingGrad", _rope_types(t, data, table, ["dy", "x"]))
+    without_x = make_op_model("RotaryPositionEmbeddingGrad", _rope_types(t, data, table, ["dy"]), {"mode": 3})
+    for model in (with_x, without_x):
+        onnx.checker.check_model(model, full_check=True)
+    assert _infer(with_x) == {"dx": (t, data), "dcos": (t, table), "dsin": (t, table)}
+    assert _infer(without_x) == {"dx": (t, data)}
+    assert list(without_x.graph.node[0].output) == ["dx", "", ""]
+
+
+def test_rotary_position_embedding_grad_schema():
+    grad = onnx.defs.get_schema("RotaryPositionEmbeddingGrad", 1, DOMAIN)
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    assert [(p.name, p.option == optional) for p in grad.inputs] == [
+        ("dy", False),
+        ("cos", False),
+        ("sin", False),
+        ("x", True),
+    ]
+    assert [(p.name, p.option == optional) for p in grad.outputs] == [
+        ("dx", False),
+        ("dcos", True),
+        ("dsin", True),
+    ]
+    assert grad.attributes["mode"].default_value.i == 0
+
+
+def _rope(op_name, data, cos, sin=None, x=None, mode=0, outputs=None):
+    """(op_name, inputs, attrs, node outputs) of a float32 RoPE node; data is x for the forward
+    and dy for the grad, and sin defaults to cos's shape."""
+    inputs = {"x" if op_name == "RotaryPositionEmbedding" else "dy": (F32, data)}
+    inputs |= {"cos": (F32, cos), "sin": (F32, cos if sin is None else sin)}
+    if x is not None:
+        inputs["x"] = (F32, x)
+    return op_name, inputs, {"mode": mode}, outputs
+
+
+def _grad(*args, outputs=("dx",), **kwargs):
+    return _rope("RotaryPositionEmbeddingGrad", *args, outputs=list(outputs), **kwargs)
+
+
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        (_grad([2, 4], [1, 4], mode=4), "mode = 4 is not one of [0, 1, 2, 3]"),
+        (_rope("RotaryPositionEmbedding", [2, 4], [1, 4], mode=-1), "mode = -1 is not one of"),
+        (_grad([2, 3, 5, 7], [1, 1, 5, 7]), "mode 0 needs a last dim that is a multiple of 2, got 7"),
+        (_grad([2, 3, 5, 6], [1, 1, 5, 6], mode=2), "multiple of 4, got 6"),
+        (_grad([2, 3, 5, "D"], [1, 1, 5, 3], mode=1), "multiple of 2, got 3"),
+        (_grad([2, 3, 5, 8], [1, 1, 5, 8], [1, 1, 4, 8]), "sin has shape [1, 1, 4, 8] but cos"),
+        (_grad([2, 3, 5, 8], [1, 1, 5, 8], [1, 5, 8]), "sin has shape [1, 5, 8] but cos"),
+        (_grad([2, 3, 5, 8], [3, 1, 5, 8]), "[3, 1, 5, 8] does not broadcast to dy shape"),
+        (_grad([1, 3, 5, 8], [2, 1, 5, 8]), "does not broadcast"),
+        (_rope("RotaryPositionEmbedding", [2, 8], [1, 4]), "[1, 4] does not broadcast to x shape"),
+        (_grad([2, 3, 5, 8], [1, 1, 5, 1]), "the last axis is never broadcast"),
+        (_grad([2, 3, 5, 8], [5, 8]), "cos/sin have rank 2 but dy has rank 4"),
+        (_grad([], []), "dy must have rank >= 1"),
+        (_grad([2, 3, 5, 8], [1, 1, 5, 8], x=[2, 3, 5, 16]), "x has shape [2, 3, 5, 16] but dy"),
+        (_grad([2, 3, 5, 8], [1, 1, 5, 8], x=[3, 5, 8]), "x has shape [3, 5, 8] but dy"),
+        (_grad([2, 8], [1, 8], outputs=["dx", "dcos"]), "output dcos needs input x"),
+        (_grad([2, 8], [1, 8], outputs=["dx", "", "dsin"]), "output dsin needs input x"),
+    ],
+)
+def test_rotary_position_embedding_inference_rejects(node, message):
+    op_name, inputs, attrs, outputs = node
+    with pytest.raises(InferenceError, match=re.escape(f"{op_name}: ")) as error:
+        onnx.shape_inference.infer_shapes(_raw_model(op_name, inputs, attrs, outputs), strict_mode=True)
+    assert message in str(error.value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_op_model(op_name, inputs, attrs, outputs=outputs and [name for name in outputs if name])
+
+
+def test_rotary_position_embedding_grad_takes_one_type():
+    inputs = {"dy": (F32, [2, 8]), "cos": (F32, [1, 8]), "sin": (BF16, [1, 8])}
+    with pytest.raises(
+        InferenceError, match=re.escape("sin has type tensor(bfloat16), but T is already bound")
+    ):
+        onnx.shape_inference.infer_shapes(
+            _raw_model("RotaryPositionEmbeddingGrad", inputs, {}, ["dx"]), strict_mode=True
+        )

@@ -3,12 +3,9 @@
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto
-from onnx.reference import ReferenceEvaluator
-from onnxscript import evaluator
 
+from engines import ENGINES, run
 from oracles import (
-    BF16,
     F32,
     PAIRS,
     SHAPES,
@@ -19,38 +16,7 @@ from oracles import (
     rms_norm_grad_oracle,
     rms_norm_oracle,
 )
-from ort_ascend_ops.opschema import load_op_specs
-from ort_ascend_ops.reference import FUNCTIONS
 from ort_ascend_ops.reference.model import make_op_model
-
-ENGINES = ["eager", "ort", "reference"]
-
-
-def _ort_value(a):
-    if a.dtype == BF16:
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(a)
-
-
-def run(engine, op_name, inputs, attrs):
-    """Outputs of op_name as NumPy arrays, in the op's output order."""
-    if engine == "eager":
-        # onnxscript's default eager evaluator feeds NumPy arrays to ONNX Runtime, which rejects
-        # bfloat16; onnx.reference takes ml_dtypes.bfloat16 arrays.
-        if any(a.dtype == BF16 for a in inputs.values()):
-            with evaluator.default_as(evaluator.OnnxReferenceRuntimeEvaluator()):
-                return FUNCTIONS[op_name](**inputs, **attrs)
-        return FUNCTIONS[op_name](**inputs, **attrs)
-    types = {name: (a.dtype, a.shape) for name, a in inputs.items()}
-    if engine == "ort":
-        # ONNX Runtime cannot return bfloat16 to NumPy: cast outputs to float32 in the graph.
-        model = make_op_model(op_name, types, attrs, output_cast_float=True)
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return session.run(None, {name: _ort_value(a) for name, a in inputs.items()})
-    # onnx.reference does not apply function attribute defaults: pass every attribute.
-    defaults = {a.name: a.default for a in load_op_specs()[op_name].attributes}
-    model = make_op_model(op_name, types, defaults | attrs)
-    return ReferenceEvaluator(model).run(None, inputs)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

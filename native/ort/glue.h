@@ -7,6 +7,7 @@
 #include <onnxruntime_lite_custom_op.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -22,7 +23,8 @@ namespace oao {
 
 using Ort::Custom::Tensor;
 using Shape = std::vector<int64_t>;
-using OpList = std::vector<std::unique_ptr<Ort::Custom::OrtLiteCustomOp>>;
+// Ops of either API; each is deleted as the type it was created as.
+using OpList = std::vector<std::shared_ptr<OrtCustomOp>>;
 
 inline constexpr const char* kCpu = "CPUExecutionProvider";
 
@@ -54,6 +56,15 @@ storage_t<T>* allocate(Tensor<T>& t, const Shape& shape) {
 }
 
 template <class T>
+constexpr ONNXTensorElementDataType element_type() {
+  if constexpr (std::is_same_v<T, float>) return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  if constexpr (std::is_same_v<T, Ort::Float16_t>) return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+  if constexpr (std::is_same_v<T, Ort::BFloat16_t>) return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+  if constexpr (std::is_same_v<T, int32_t>) return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+  if constexpr (std::is_same_v<T, int64_t>) return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+}
+
+template <class T>
 constexpr const char* type_name() {
   if constexpr (std::is_same_v<T, float>) return "float32";
   if constexpr (std::is_same_v<T, Ort::Float16_t>) return "float16";
@@ -70,7 +81,8 @@ inline std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-inline int64_t element_count(const Shape& s, size_t begin, size_t end) {
+inline int64_t element_count(const Shape& s, size_t begin = 0, size_t end = SIZE_MAX) {
+  end = std::min(end, s.size());
   int64_t n = 1;
   for (size_t i = begin; i < end; ++i) n *= s[i];
   return n;

@@ -7,5 +7,7 @@ namespace oao {
 
 void add_rms_norm_cpu(OpList& ops);
 void add_rms_norm_grad_cpu(OpList& ops);
+void add_rotary_position_embedding_cpu(OpList& ops);
+void add_rotary_position_embedding_grad_cpu(OpList& ops);
 
 }  // namespace oao

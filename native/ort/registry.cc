@@ -12,6 +12,8 @@ constexpr const char* kDomain = "ort_ascend_ops";
 constexpr void (*kOpTable[])(OpList&) = {
     add_rms_norm_cpu,
     add_rms_norm_grad_cpu,
+    add_rotary_position_embedding_cpu,
+    add_rotary_position_embedding_grad_cpu,
 };
 
 // Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any

@@ -6,9 +6,13 @@ from onnxscript import OnnxFunction
 from ._opset import DOMAIN, VERSION
 from .rms_norm import RmsNorm
 from .rms_norm_grad import RmsNormGrad
+from .rotary_position_embedding import RotaryPositionEmbedding
+from .rotary_position_embedding_grad import RotaryPositionEmbeddingGrad
 
 # The registration table: one entry per op, keyed by op name.
-FUNCTIONS: dict[str, OnnxFunction] = {f.name: f for f in (RmsNorm, RmsNormGrad)}
+FUNCTIONS: dict[str, OnnxFunction] = {
+    f.name: f for f in (RmsNorm, RmsNormGrad, RotaryPositionEmbedding, RotaryPositionEmbeddingGrad)
+}
 
 
 def function_protos() -> list[onnx.FunctionProto]:
@@ -16,4 +20,13 @@ def function_protos() -> list[onnx.FunctionProto]:
     return [f.to_function_proto() for f in FUNCTIONS.values()]
 
 
-__all__ = ["DOMAIN", "FUNCTIONS", "VERSION", "RmsNorm", "RmsNormGrad", "function_protos"]
+__all__ = [
+    "DOMAIN",
+    "FUNCTIONS",
+    "VERSION",
+    "RmsNorm",
+    "RmsNormGrad",
+    "RotaryPositionEmbedding",
+    "RotaryPositionEmbeddingGrad",
+    "function_protos",
+]

@@ -29,6 +29,7 @@ def make_op_model(
     attrs: Mapping[str, object] | None = None,
     with_functions: bool = True,
     output_cast_float: bool = False,
+    outputs: Sequence[str] | None = None,
 ) -> onnx.ModelProto:
     """Build a model holding one ``ort_ascend_ops`` node of type ``op_name``.
 
@@ -46,31 +47,40 @@ def make_op_model(
             inlines them, ``onnx.reference``) can run the model.
         output_cast_float: append ``Cast(to=FLOAT)`` to every non-float32 output, e.g.
             because ONNX Runtime cannot hand bfloat16 back to NumPy.
+        outputs: the outputs the node produces; by default every output the given inputs
+            allow.
 
     Graph outputs carry the op's output names, with element types and shapes from the
-    spec's shape inference. Raises ValueError for types or shapes the spec rejects.
+    spec's shape inference. The node lists every input and output slot, with ``""`` for the
+    absent ones: ``onnx.reference`` runs a function only for a node that lists all of its
+    inputs, and ONNX Runtime's type inference fails for a function node that lists fewer
+    outputs than the function has. Raises ValueError for types or shapes the spec rejects.
     """
     spec = load_op_specs()[op_name]
     attrs = dict(attrs or {})
     by_name = {a.name: a for a in spec.attributes}
-    unknown = (set(input_types) - {p.name for p in spec.inputs}) | (set(attrs) - set(by_name))
+    unknown = (
+        (set(input_types) - {p.name for p in spec.inputs})
+        | (set(attrs) - set(by_name))
+        | (set(outputs or ()) - {p.name for p in spec.outputs})
+    )
     if unknown:
-        raise ValueError(f"{op_name} has no inputs or attributes named {sorted(unknown)}")
+        raise ValueError(f"{op_name} has no inputs, attributes or outputs named {sorted(unknown)}")
     inputs = {
         p.name: (_elem_type(input_types[p.name][0]), _shape(input_types[p.name][1]))
         for p in spec.inputs
         if p.name in input_types
     }
-    outputs = infer_outputs(spec, inputs, attrs)
+    outputs = infer_outputs(spec, inputs, attrs, outputs)
 
-    node_inputs = [p.name if p.name in inputs else "" for p in spec.inputs]
-    while node_inputs and not node_inputs[-1]:
-        node_inputs.pop()
     cast = {name for name, (elem, _) in outputs.items() if output_cast_float and elem != TensorProto.FLOAT}
     node = helper.make_node(
         op_name,
-        node_inputs,
-        [f"{op_name}_{name}" if name in cast else name for name in outputs],
+        [p.name if p.name in inputs else "" for p in spec.inputs],
+        [
+            f"{op_name}_{p.name}" if p.name in cast else p.name if p.name in outputs else ""
+            for p in spec.outputs
+        ],
         domain=spec.domain,
     )
     node.attribute.extend(by_name[name].to_proto(value) for name, value in attrs.items())

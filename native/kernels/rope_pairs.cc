@@ -1,0 +1,36 @@
+#include "kernels/rope_pairs.h"
+
+namespace oao {
+
+RopeRows::RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape) {
+  int64_t stride = 1;
+  for (size_t i = dy_shape.size() - 1; i-- > 0;) {
+    if (dy_shape[i] > 1) {
+      auto& axes = cos_shape[i] == 1 ? broadcast_axes_ : cos_axes_;
+      axes.insert(axes.begin(), Axis{dy_shape[i], stride});
+    }
+    stride *= dy_shape[i];
+  }
+  for (const Axis& axis : cos_axes_) cos_rows_ *= axis.size;
+  for (const Axis& axis : broadcast_axes_) per_cos_row_ *= axis.size;
+  // An empty leading axis leaves no rows at all.
+  if (stride == 0) cos_rows_ = per_cos_row_ = 0;
+}
+
+int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
+  int64_t row = 0;
+  for (size_t i = axes.size(); i-- > 0;) {
+    row += index % axes[i].size * axes[i].dy_stride;
+    index /= axes[i].size;
+  }
+  return row;
+}
+
+RopeSplit::RopeSplit(const RopeRows& rows) {
+  constexpr int64_t kTasks = 64;
+  groups = std::min(rows.cos_rows(), kTasks);
+  const int64_t wanted = groups == 0 ? 1 : (kTasks + groups - 1) / groups;
+  chunks = std::max<int64_t>(1, std::min(rows.per_cos_row(), wanted));
+}
+
+}  // namespace oao

@@ -1,0 +1,143 @@
+// What RotaryPositionEmbedding and its grad share: every mode rotates pairs of elements of the
+// last axis, (a, b) with b the partner of a, and mode 3 reads x (and writes dx) at different
+// positions than dy, cos and sin. Kernels work on pair index p in [0, D/2): cos and sin are held
+// per cos row as float32 arrays in pair order (the a's of all pairs, then the b's).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/element.h"
+#include "kernels/parallel.h"
+#include "kernels/vec.h"
+
+namespace oao {
+
+enum class RopeMode : int { kHalf = 0, kInterleave = 1, kQuarter = 2, kInterleaveHalf = 3 };
+
+// Where pair p lives. In "split" rows the a's and b's form runs (b = a + offset); in
+// "interleaved" rows pair p is the elements (2p, 2p + 1).
+struct PairPositions {
+  RopeMode mode;
+  int64_t d;
+
+  int64_t offset() const { return mode == RopeMode::kQuarter ? d / 4 : d / 2; }
+  // Position of pair p's `a` in dy, cos and sin (its `b` is a + offset, except in mode 1: a + 1).
+  int64_t a(int64_t p) const {
+    switch (mode) {
+      case RopeMode::kInterleave:
+        return 2 * p;
+      case RopeMode::kQuarter:
+        return p < d / 4 ? p : p + d / 4;
+      default:
+        return p;
+    }
+  }
+  int64_t b(int64_t p) const { return mode == RopeMode::kInterleave ? 2 * p + 1 : a(p) + offset(); }
+  // Positions of pair p in x and dx: interleaved in mode 3, whose x is de-interleaved first.
+  int64_t xa(int64_t p) const { return mode == RopeMode::kInterleaveHalf ? 2 * p : a(p); }
+  int64_t xb(int64_t p) const { return mode == RopeMode::kInterleaveHalf ? 2 * p + 1 : b(p); }
+  // The AVX2 loops take 8 pairs at a time from one run.
+  bool vectorizable() const { return (mode == RopeMode::kQuarter ? d / 4 : d / 2) % 8 == 0; }
+};
+
+// dy rows (all axes but the last) grouped by the cos row they use: row (c, m) is the m-th dy row
+// reading cos row c, m counting over the axes cos broadcasts along, in order.
+class RopeRows {
+ public:
+  // cos_shape has dy_shape's rank and the same last axis.
+  RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape);
+
+  int64_t cos_rows() const { return cos_rows_; }
+  int64_t per_cos_row() const { return per_cos_row_; }
+  int64_t dy_row(int64_t c, int64_t m) const { return decode(cos_axes_, c) + decode(broadcast_axes_, m); }
+
+ private:
+  struct Axis {
+    int64_t size;
+    int64_t dy_stride;  // in rows
+  };
+  static int64_t decode(const std::vector<Axis>& axes, int64_t index);
+
+  std::vector<Axis> cos_axes_, broadcast_axes_;
+  int64_t cos_rows_ = 1, per_cos_row_ = 1;
+};
+
+// Work split for a family kernel: cos rows in `groups` ranges, and each cos row's dy rows in
+// `chunks` ranges (chunks > 1 only when there are too few cos rows to keep threads busy; their
+// dcos/dsin partial sums are then added in chunk order). Depends only on the shape.
+struct RopeSplit {
+  int64_t groups, chunks;
+
+  explicit RopeSplit(const RopeRows& rows);
+  int64_t tasks() const { return groups * chunks; }
+};
+
+namespace {
+
+// The AVX2 loops load and store 8 pairs at a time: from a split row (a's at row[a .. a + 8), b's
+// at row[a + offset ..)) or from an interleaved row (elements 2p .. 2p + 16), as two vectors.
+OAO_AVX2 __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+OAO_AVX2 __m256 load8(const half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+OAO_AVX2 __m256 load8(const bfloat16* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+OAO_AVX2 void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+OAO_AVX2 void store8(half* p, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+OAO_AVX2 void store8(bfloat16* p, __m256 v) {
+  const __m256i r = _mm256_srli_epi32(round_to_bf16_high(v), 16);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+
+template <class T>
+OAO_AVX2 void load_split(const T* row, int64_t a, int64_t offset, __m256& va, __m256& vb) {
+  va = load8(row + a);
+  vb = load8(row + a + offset);
+}
+template <class T>
+OAO_AVX2 void store_split(T* row, int64_t a, int64_t offset, __m256 va, __m256 vb) {
+  store8(row + a, va);
+  store8(row + a + offset, vb);
+}
+
+// Evens and odds of 16 consecutive floats, each in order.
+OAO_AVX2 void deinterleave(__m256 lo, __m256 hi, __m256& evens, __m256& odds) {
+  const __m256 e = _mm256_shuffle_ps(lo, hi, 0x88), o = _mm256_shuffle_ps(lo, hi, 0xDD);
+  evens = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+  odds = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
+}
+OAO_AVX2 void interleave(__m256 evens, __m256 odds, __m256& lo, __m256& hi) {
+  const __m256 l = _mm256_unpacklo_ps(evens, odds), h = _mm256_unpackhi_ps(evens, odds);
+  lo = _mm256_permute2f128_ps(l, h, 0x20);
+  hi = _mm256_permute2f128_ps(l, h, 0x31);
+}
+
+template <class T>
+OAO_AVX2 void load_interleaved(const T* row, int64_t p, __m256& va, __m256& vb) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    load16(row + 2 * p, va, vb);  // bfloat16's load16 already splits evens from odds
+  } else {
+    deinterleave(load8(row + 2 * p), load8(row + 2 * p + 8), va, vb);
+  }
+}
+template <class T>
+OAO_AVX2 void store_interleaved(T* row, int64_t p, __m256 va, __m256 vb) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    store16<false>(row + 2 * p, va, vb);
+  } else {
+    __m256 lo, hi;
+    interleave(va, vb, lo, hi);
+    store8(row + 2 * p, lo);
+    store8(row + 2 * p + 8, hi);
+  }
+}
+
+}  // namespace
+}  // namespace oao

@@ -1,0 +1,121 @@
+#include "kernels/rotary_position_embedding.h"
+
+#include "kernels/rope_pairs.h"
+#include "kernels/row.h"
+
+namespace oao {
+namespace {
+
+// cos and sin of one cos row in pair order, float32.
+struct CosSin {
+  explicit CosSin(int64_t pairs) : data(4 * pairs), pairs(pairs) {}
+  const float* cos_a() const { return data.data(); }
+  const float* cos_b() const { return data.data() + pairs; }
+  const float* sin_a() const { return data.data() + 2 * pairs; }
+  const float* sin_b() const { return data.data() + 3 * pairs; }
+
+  template <class T>
+  void load(const PairPositions& pos, const T* cos, const T* sin) {
+    for (int64_t p = 0; p < pairs; ++p) {
+      data[p] = to_float(cos[pos.a(p)]);
+      data[pairs + p] = to_float(cos[pos.b(p)]);
+      data[2 * pairs + p] = to_float(sin[pos.a(p)]);
+      data[3 * pairs + p] = to_float(sin[pos.b(p)]);
+    }
+  }
+
+  std::vector<float> data;
+  int64_t pairs;
+};
+
+// y[a] = x[xa] cos[a] - x[xb] sin[a], y[b] = x[xb] cos[b] + x[xa] sin[b].
+template <class T>
+void row_baseline(const PairPositions& pos, const T* x, T* y, const CosSin& cs) {
+  for (int64_t p = 0; p < cs.pairs; ++p) {
+    const float xa = to_float(x[pos.xa(p)]), xb = to_float(x[pos.xb(p)]);
+    y[pos.a(p)] = from_float<T>(xa * cs.cos_a()[p] - xb * cs.sin_a()[p]);
+    y[pos.b(p)] = from_float<T>(xb * cs.cos_b()[p] + xa * cs.sin_b()[p]);
+  }
+}
+
+// 8 pairs at a time: y (like dy in the grad) is split except in mode 1; x is split in modes 0, 2.
+template <bool kSplitY, bool kSplitX, class T>
+__attribute__((target("avx2,fma,f16c"))) void row_avx2(const PairPositions& pos, const T* x, T* y,
+                                                       const CosSin& cs) {
+  const int64_t offset = pos.offset();
+  for (int64_t p = 0; p < cs.pairs; p += 8) {
+    const int64_t a = pos.a(p);
+    __m256 xa, xb;
+    if constexpr (kSplitX) {
+      load_split(x, a, offset, xa, xb);
+    } else {
+      load_interleaved(x, p, xa, xb);
+    }
+    const __m256 ya = _mm256_sub_ps(_mm256_mul_ps(xa, _mm256_loadu_ps(cs.cos_a() + p)),
+                                    _mm256_mul_ps(xb, _mm256_loadu_ps(cs.sin_a() + p)));
+    const __m256 yb = _mm256_add_ps(_mm256_mul_ps(xb, _mm256_loadu_ps(cs.cos_b() + p)),
+                                    _mm256_mul_ps(xa, _mm256_loadu_ps(cs.sin_b() + p)));
+    if constexpr (kSplitY) {
+      store_split(y, a, offset, ya, yb);
+    } else {
+      store_interleaved(y, p, ya, yb);
+    }
+  }
+}
+
+template <class T>
+using RowFn = void (*)(const PairPositions&, const T*, T*, const CosSin&);
+
+template <class T>
+RowFn<T> pick_row_fn(const PairPositions& pos) {
+  if (!use_avx2() || !pos.vectorizable()) return row_baseline<T>;
+  switch (pos.mode) {
+    case RopeMode::kHalf:
+    case RopeMode::kQuarter:
+      return row_avx2<true, true, T>;
+    case RopeMode::kInterleave:
+      return row_avx2<false, false, T>;
+    case RopeMode::kInterleaveHalf:
+      return row_avx2<true, false, T>;
+  }
+  return row_baseline<T>;
+}
+
+}  // namespace
+
+template <class T>
+void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
+                               const std::vector<int64_t>& x_shape, const std::vector<int64_t>& cos_shape,
+                               int mode, const Parallel& parallel) {
+  const RopeRows rows(x_shape, cos_shape);
+  const PairPositions pos{static_cast<RopeMode>(mode), x_shape.back()};
+  if (pos.d == 0) return;
+  const RopeSplit split(rows);
+  const auto row_fn = pick_row_fn<T>(pos);
+  parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
+    const int64_t group = static_cast<int64_t>(task) / split.chunks,
+                  chunk = static_cast<int64_t>(task) % split.chunks;
+    CosSin cs(pos.d / 2);
+    for (int64_t c = block_begin(group, split.groups, rows.cos_rows());
+         c < block_begin(group + 1, split.groups, rows.cos_rows()); ++c) {
+      cs.load(pos, cos + c * pos.d, sin + c * pos.d);
+      for (int64_t m = block_begin(chunk, split.chunks, rows.per_cos_row());
+           m < block_begin(chunk + 1, split.chunks, rows.per_cos_row()); ++m) {
+        const int64_t r = rows.dy_row(c, m) * pos.d;
+        row_fn(pos, x + r, y + r, cs);
+      }
+    }
+  });
+}
+
+template void rotary_position_embedding<float>(const float*, const float*, const float*, float*,
+                                               const std::vector<int64_t>&, const std::vector<int64_t>&, int,
+                                               const Parallel&);
+template void rotary_position_embedding<half>(const half*, const half*, const half*, half*,
+                                              const std::vector<int64_t>&, const std::vector<int64_t>&, int,
+                                              const Parallel&);
+template void rotary_position_embedding<bfloat16>(const bfloat16*, const bfloat16*, const bfloat16*,
+                                                  bfloat16*, const std::vector<int64_t>&,
+                                                  const std::vector<int64_t>&, int, const Parallel&);
+
+}  // namespace oao

@@ -1,0 +1,50 @@
+"""One op's reference function on three engines: onnxscript eager, ONNX Runtime (inlined from
+model.functions) and onnx.reference."""
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto
+from onnx.reference import ReferenceEvaluator
+from onnxscript import evaluator
+
+from oracles import BF16
+from ort_ascend_ops.opschema import load_op_specs
+from ort_ascend_ops.reference import FUNCTIONS
+from ort_ascend_ops.reference.model import make_op_model
+
+ENGINES = ["eager", "ort", "reference"]
+
+
+def _ort_value(a):
+    if a.dtype == BF16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(a)
+
+
+def run(engine, op_name, inputs, attrs, outputs=None):
+    """The produced outputs of op_name as NumPy arrays, in the op's output order. ``outputs``
+    picks them as make_op_model does (default: every output the given inputs allow)."""
+    types = {name: (a.dtype, a.shape) for name, a in inputs.items()}
+    if engine == "eager":
+        model = make_op_model(op_name, types, attrs, with_functions=False, outputs=outputs)
+        produced = {o.name for o in model.graph.output}
+        # onnxscript's default eager evaluator feeds NumPy arrays to ONNX Runtime, which rejects
+        # bfloat16; onnx.reference takes ml_dtypes.bfloat16 arrays.
+        if any(a.dtype == BF16 for a in inputs.values()):
+            with evaluator.default_as(evaluator.OnnxReferenceRuntimeEvaluator()):
+                results = FUNCTIONS[op_name](**inputs, **attrs)
+        else:
+            results = FUNCTIONS[op_name](**inputs, **attrs)
+        # The function returns every output; keep those the node would produce.
+        results = results if isinstance(results, tuple) else (results,)
+        spec_outputs = [p.name for p in load_op_specs()[op_name].outputs]
+        return [r for name, r in zip(spec_outputs, results, strict=True) if name in produced]
+    if engine == "ort":
+        # ONNX Runtime cannot return bfloat16 to NumPy: cast outputs to float32 in the graph.
+        model = make_op_model(op_name, types, attrs, output_cast_float=True, outputs=outputs)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {name: _ort_value(a) for name, a in inputs.items()})
+    # onnx.reference does not apply function attribute defaults: pass every attribute.
+    defaults = {a.name: a.default for a in load_op_specs()[op_name].attributes}
+    model = make_op_model(op_name, types, defaults | attrs, outputs=outputs)
+    return ReferenceEvaluator(model).run(None, inputs)

@@ -1,0 +1,67 @@
+"""The native RotaryPositionEmbedding kernel against the float64 oracle (every mode, layout and
+dtype) and the inlined reference, and its error rules."""
+
+import numpy as np
+import pytest
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+from harness import bits, run_op, run_raw
+from oracles import BF16, F16, F32, ROPE_LAYOUTS, ROPE_MODES, TOL, assert_close, rope_oracle
+
+DTYPES = [F32, F16, BF16]
+ODD_D = [("BSND-1S1D-D12", (2, 5, 3, 12), (1, 5, 1, 12))]
+
+
+def inputs_for(rng, layout, t):
+    _, data_shape, table_shape = layout
+    shapes = {"x": data_shape, "cos": table_shape, "sin": table_shape}
+    return {name: rng.standard_normal(shape).astype(t) for name, shape in shapes.items()}
+
+
+@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("mode", ROPE_MODES)
+@pytest.mark.parametrize("layout", ROPE_LAYOUTS + ODD_D, ids=lambda layout: layout[0])
+def test_native_matches_oracle(layout, mode, t, rng):
+    if mode == 2 and layout[1][-1] % 4:
+        pytest.skip("mode 2 needs D % 4 == 0")
+    inputs = inputs_for(rng, layout, t)
+    (y,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode})
+    assert y.dtype == t
+    assert_close(y, rope_oracle(**inputs, mode=mode), TOL[t])
+
+
+@pytest.mark.parametrize("mode", ROPE_MODES)
+def test_native_and_inlined_reference_agree(mode, rng):
+    inputs = inputs_for(rng, ROPE_LAYOUTS[3], F32)
+    (native,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode}, native=True)
+    (inlined,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode}, native=False)
+    assert_close(native, inlined.astype(np.float64), TOL[F32])
+
+
+@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
+def test_bit_identical_for_any_thread_count(t, rng):
+    inputs = inputs_for(rng, ("BSND", (3, 64, 5, 32), (1, 64, 1, 32)), t)
+    runs = [run_op("RotaryPositionEmbedding", inputs, {"mode": 1}, threads=n) for n in (1, 2, 3)]
+    assert bits(runs[1][0]) == bits(runs[0][0]) == bits(runs[2][0])
+
+
+def ones(shape, dtype=np.float32):
+    return np.ones(shape, dtype)
+
+
+@pytest.mark.parametrize(
+    "x_shape, cos_shape, mode, rule",
+    [
+        ((2, 5, 3, 7), (1, 5, 1, 7), 0, "must be even in modes 0, 1 and 3"),
+        ((2, 5, 3, 6), (1, 5, 1, 6), 2, "a multiple of 4 in mode 2"),
+        ((2, 5, 3, 8), (1, 5, 1, 8), 7, "attribute 'mode' is 7"),
+        ((2, 5, 3, 8), (1, 4, 1, 8), 0, "broadcast to it unchanged"),
+        ((), (8,), 0, "rank 0"),
+    ],
+    ids=["odd D", "D=6 in mode 2", "mode 7", "cos not broadcastable", "x rank 0"],
+)
+def test_bad_input_is_an_ort_error_naming_op_and_rule(x_shape, cos_shape, mode, rule):
+    inputs = {"x": ones(x_shape), "cos": ones(cos_shape), "sin": ones(cos_shape)}
+    with pytest.raises(InvalidArgument) as error:
+        run_raw("RotaryPositionEmbedding", inputs, {"y": np.float32}, {"mode": mode})
+    assert "RotaryPositionEmbedding" in str(error.value) and rule in str(error.value)

@@ -1,0 +1,190 @@
+"""The native RotaryPositionEmbeddingGrad kernel against the float64 oracle (every mode, layout and
+dtype), the inlined reference, finite differences of the native forward, and its error rules."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+from harness import bits, run_op, run_raw
+from oracles import (
+    BF16,
+    F16,
+    F32,
+    ROPE_LAYOUTS,
+    ROPE_MODES,
+    ROPE_SEED_COS,
+    ROPE_SEED_DY,
+    ROPE_SEED_SIN,
+    TOL,
+    assert_close,
+    rope_grad_oracle,
+)
+
+DTYPES = [F32, F16, BF16]
+# Sums over many rows in half types lose more than one rounding: a looser bound for dcos/dsin.
+SUM_TOL = {F32: 1e-5, F16: 4e-3, BF16: 2e-2}
+# Row lengths off the vector paths (D/2 or D/4 not a multiple of 8) take the plain loops.
+ODD_D = [("BSND-1S1D-D12", (2, 5, 3, 12), (1, 5, 1, 12))]
+
+
+def inputs_for(rng, layout, t, with_x=True):
+    _, data_shape, table_shape = layout
+    names = {"dy": data_shape, "cos": table_shape, "sin": table_shape} | ({"x": data_shape} if with_x else {})
+    return {name: rng.standard_normal(shape).astype(t) for name, shape in names.items()}
+
+
+@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("mode", ROPE_MODES)
+@pytest.mark.parametrize("layout", ROPE_LAYOUTS + ODD_D, ids=lambda layout: layout[0])
+def test_native_matches_oracle(layout, mode, t, rng):
+    if mode == 2 and layout[1][-1] % 4:
+        pytest.skip("mode 2 needs D % 4 == 0")
+    inputs = inputs_for(rng, layout, t)
+    dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    dx_ref, dcos_ref, dsin_ref = rope_grad_oracle(**inputs, mode=mode)
+    assert dx.dtype == dcos.dtype == dsin.dtype == t
+    assert_close(dx, dx_ref, TOL[t])
+    assert_close(dcos, dcos_ref, SUM_TOL[t])
+    assert_close(dsin, dsin_ref, SUM_TOL[t])
+
+
+@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("mode", ROPE_MODES)
+def test_without_x_only_dx(mode, t, rng):
+    inputs = inputs_for(rng, ROPE_LAYOUTS[3], t, with_x=False)
+    outputs = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    assert len(outputs) == 1
+    assert_close(outputs[0], rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[t])
+
+
+@pytest.mark.parametrize("mode", ROPE_MODES)
+def test_native_and_inlined_reference_agree(mode, rng):
+    inputs = inputs_for(rng, ROPE_LAYOUTS[3], F32)
+    native = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, native=True)
+    inlined = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, native=False)
+    for out, ref in zip(native, inlined, strict=True):
+        assert_close(out, ref.astype(np.float64), TOL[F32])
+
+
+def test_seed_example():
+    """The aclnn page's example: mode 1, dy/cos/sin [1,1,1,128] with the page's values, no x."""
+    inputs = {
+        name: np.array(values, np.float32).reshape(1, 1, 1, 128)
+        for name, values in [("dy", ROPE_SEED_DY), ("cos", ROPE_SEED_COS), ("sin", ROPE_SEED_SIN)]
+    }
+    (dx,) = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": 1})
+    assert_close(dx, rope_grad_oracle(**inputs, x=None, mode=1)[0], TOL[F32])
+
+
+@pytest.mark.parametrize("mode", ROPE_MODES)
+def test_backward_matches_finite_differences_of_forward(mode, rng):
+    """<dx, u> + <dcos, v> + <dsin, w> against central differences of L = sum(RoPE(x, cos, sin) * dy)."""
+    inputs = inputs_for(rng, ROPE_LAYOUTS[0], F32)
+    dy = inputs.pop("dy")
+    dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", {"dy": dy} | inputs, {"mode": mode})
+
+    def loss(values):
+        (y,) = run_op("RotaryPositionEmbedding", values, {"mode": mode})
+        return float(np.sum(y.astype(np.float64) * dy))
+
+    h = np.float32(1e-2)
+    for name, grad in [("x", dx), ("cos", dcos), ("sin", dsin)]:
+        v = rng.standard_normal(inputs[name].shape).astype(np.float32)
+        numeric = (
+            loss(inputs | {name: inputs[name] + h * v}) - loss(inputs | {name: inputs[name] - h * v})
+        ) / (2 * h)
+        analytic = float(np.sum(grad.astype(np.float64) * v))
+        assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(analytic)), (name, numeric, analytic)
+
+
+@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize(
+    "table_shape",
+    [(1, 64, 1, 32), (1, 1, 1, 32), (3, 64, 5, 32)],
+    ids=["few cos rows", "one cos row", "no broadcast"],
+)
+def test_bit_identical_for_any_thread_count(table_shape, t, rng):
+    inputs = inputs_for(rng, ("BSND", (3, 64, 5, 32), table_shape), t)
+    runs = [run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": 0}, threads=n) for n in (1, 2, 3, 1)]
+    for other in runs[1:]:
+        assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
+
+
+def test_empty_dy_gives_zero_sums():
+    inputs = {
+        "dy": np.zeros((0, 5, 3, 8), np.float32),
+        "cos": np.ones((1, 5, 1, 8), np.float32),
+        "sin": np.ones((1, 5, 1, 8), np.float32),
+        "x": np.zeros((0, 5, 3, 8), np.float32),
+    }
+    dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", inputs)
+    assert dx.shape == (0, 5, 3, 8)
+    np.testing.assert_array_equal(dcos, np.zeros((1, 5, 1, 8), np.float32))
+    np.testing.assert_array_equal(dsin, np.zeros((1, 5, 1, 8), np.float32))
+
+
+def test_baseline_isa_matches_oracle():
+    script = Path(__file__).with_name("baseline_check.py")
+    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
+    result = subprocess.run([sys.executable, str(script), "rope"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def ones(shape, dtype=np.float32):
+    return np.ones(shape, dtype)
+
+
+def rope_inputs(d=8, cos_shape=None, x_shape=None, sin_shape=None):
+    cos_shape = cos_shape or (1, 5, 1, d)
+    return {
+        "dy": ones((2, 5, 3, d)),
+        "cos": ones(cos_shape),
+        "sin": ones(sin_shape or cos_shape),
+        "x": ones(x_shape or (2, 5, 3, d)),
+    }
+
+
+BAD_INPUTS = [
+    ("odd D in mode 0", rope_inputs(d=7), 0, "must be even in modes 0, 1 and 3"),
+    ("odd D in mode 1", rope_inputs(d=7), 1, "must be even in modes 0, 1 and 3"),
+    ("odd D in mode 3", rope_inputs(d=7), 3, "must be even in modes 0, 1 and 3"),
+    ("D=6 in mode 2", rope_inputs(d=6), 2, "a multiple of 4 in mode 2"),
+    ("mode 4", rope_inputs(), 4, "attribute 'mode' is 4"),
+    ("mode -1", rope_inputs(), -1, "attribute 'mode' is -1"),
+    ("cos and sin differ", rope_inputs(sin_shape=(2, 5, 1, 8)), 0, "must have the same shape"),
+    ("cos not broadcastable", rope_inputs(cos_shape=(1, 4, 1, 8)), 0, "broadcast to it unchanged"),
+    ("last axis broadcast", rope_inputs(cos_shape=(1, 5, 1, 1)), 0, "the last axis never broadcast"),
+    ("cos of lower rank", rope_inputs(cos_shape=(5, 1, 8)), 0, "must have the rank"),
+    ("x of another shape", rope_inputs(x_shape=(2, 5, 2, 8)), 0, "input 'x'"),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=lambda c: c[0])
+def test_bad_input_is_an_ort_error_naming_op_and_rule(case):
+    _, inputs, mode, rule = case
+    outputs = {"dx": np.float32, "dcos": np.float32, "dsin": np.float32}
+    with pytest.raises(InvalidArgument) as error:
+        run_raw("RotaryPositionEmbeddingGrad", inputs, outputs, {"mode": mode})
+    assert "RotaryPositionEmbeddingGrad" in str(error.value) and rule in str(error.value)
+
+
+def test_sums_without_x_are_an_error():
+    inputs = {k: v for k, v in rope_inputs().items() if k != "x"}
+    with pytest.raises(InvalidArgument) as error:
+        run_raw(
+            "RotaryPositionEmbeddingGrad", inputs, {"dx": np.float32, "dcos": np.float32, "dsin": np.float32}
+        )
+    assert "RotaryPositionEmbeddingGrad" in str(error.value) and "need input 'x'" in str(error.value)
+
+
+def test_mixed_dtypes_are_refused_naming_the_op():
+    inputs = rope_inputs() | {"cos": ones((1, 5, 1, 8), F16), "sin": ones((1, 5, 1, 8), F16)}
+    with pytest.raises(Exception, match="RotaryPositionEmbeddingGrad"):
+        run_raw(
+            "RotaryPositionEmbeddingGrad", inputs, {"dx": np.float32, "dcos": np.float16, "dsin": np.float16}
+        )

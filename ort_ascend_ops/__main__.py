@@ -8,13 +8,15 @@ import sys
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import BENCHES
+    from .bench import ALIASES, BENCHES
     from .bench.elementwise import HEADER
 
-    names = args.ops or list(BENCHES)
+    names = [ALIASES.get(name, name) for name in args.ops] or list(BENCHES)
     unknown = sorted(set(names) - set(BENCHES))
     if unknown:
-        print(f"unknown benchmarks {unknown}; choose from {sorted(BENCHES)}", file=sys.stderr)
+        print(
+            f"unknown benchmarks {unknown}; choose from {sorted(BENCHES) + sorted(ALIASES)}", file=sys.stderr
+        )
         return 2
     threads = [int(t) for t in args.threads.split(",")]
     repeats = 5 if args.quick else args.repeats

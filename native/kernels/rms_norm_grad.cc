@@ -96,8 +96,8 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows(Row<T>* rows, const float
 // they do not evict this pass's own inputs from L1 (measured faster than into L1); for float32 they
 // measured no faster than the hardware prefetcher.
 template <bool kStream, int kRows, class T>
-__attribute__((target("avx2,fma,f16c"))) void dx_rows(const Row<T>* rows, const float* gamma_l,
-                                                      int64_t cols, bool descending) {
+__attribute__((target("avx2,fma,f16c"))) void dx_rows(const Row<T>* rows, const float* gamma_l, int64_t cols,
+                                                      bool descending) {
   const int64_t vec_end = cols - cols % 16;
   float scaled_mean[kRows];
   __m256 vrs[kRows], vmean[kRows];

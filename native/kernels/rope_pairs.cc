@@ -13,8 +13,12 @@ RopeRows::RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64
   }
   for (const Axis& axis : cos_axes_) cos_rows_ *= axis.size;
   for (const Axis& axis : broadcast_axes_) per_cos_row_ *= axis.size;
+  const int64_t innermost_cos_stride = cos_axes_.empty() ? 0 : cos_axes_.back().dy_stride;
+  for (const Axis& axis : broadcast_axes_) {
+    if (axis.dy_stride > innermost_cos_stride) outer_per_cos_row_ *= axis.size;
+  }
   // An empty leading axis leaves no rows at all.
-  if (stride == 0) cos_rows_ = per_cos_row_ = 0;
+  if (stride == 0) cos_rows_ = per_cos_row_ = outer_per_cos_row_ = 0;
 }
 
 int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
@@ -26,11 +30,13 @@ int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
   return row;
 }
 
-RopeSplit::RopeSplit(const RopeRows& rows) {
-  constexpr int64_t kTasks = 64;
+RopeSplit::RopeSplit(const RopeRows& rows, int64_t sum_bytes) {
+  constexpr int64_t kTasks = 64, kMaxPartialBytes = int64_t(64) << 20;
   groups = std::min(rows.cos_rows(), kTasks);
-  const int64_t wanted = groups == 0 ? 1 : (kTasks + groups - 1) / groups;
-  chunks = std::max<int64_t>(1, std::min(rows.per_cos_row(), wanted));
+  const int64_t for_threads = groups == 0 ? 1 : (kTasks + groups - 1) / groups;
+  const bool outer_fits = rows.outer_per_cos_row() * rows.cos_rows() * sum_bytes <= kMaxPartialBytes;
+  chunks = std::max(for_threads, outer_fits ? rows.outer_per_cos_row() : 1);
+  chunks = std::max<int64_t>(1, std::min(rows.per_cos_row(), chunks));
 }
 
 }  // namespace oao

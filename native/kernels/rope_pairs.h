@@ -51,6 +51,9 @@ class RopeRows {
 
   int64_t cos_rows() const { return cos_rows_; }
   int64_t per_cos_row() const { return per_cos_row_; }
+  // Dy rows per cos row that come from broadcast axes before cos's last own axis (B in BSND with
+  // a 1S1D table): for a fixed index over those, consecutive cos rows are consecutive in memory.
+  int64_t outer_per_cos_row() const { return outer_per_cos_row_; }
   int64_t dy_row(int64_t c, int64_t m) const { return decode(cos_axes_, c) + decode(broadcast_axes_, m); }
 
  private:
@@ -61,16 +64,18 @@ class RopeRows {
   static int64_t decode(const std::vector<Axis>& axes, int64_t index);
 
   std::vector<Axis> cos_axes_, broadcast_axes_;
-  int64_t cos_rows_ = 1, per_cos_row_ = 1;
+  int64_t cos_rows_ = 1, per_cos_row_ = 1, outer_per_cos_row_ = 1;
 };
 
 // Work split for a family kernel: cos rows in `groups` ranges, and each cos row's dy rows in
-// `chunks` ranges (chunks > 1 only when there are too few cos rows to keep threads busy; their
-// dcos/dsin partial sums are then added in chunk order). Depends only on the shape.
+// `chunks` ranges, whose dcos/dsin partial sums (float32, `sum_bytes` per cos row; 0 when there
+// are none) are added in chunk order. Chunks follow the outer broadcast axes where the partial
+// sums stay small, so that a task walks memory in one stream, and there are enough of them to
+// keep threads busy when cos rows are few. Depends only on the shape.
 struct RopeSplit {
   int64_t groups, chunks;
 
-  explicit RopeSplit(const RopeRows& rows);
+  RopeSplit(const RopeRows& rows, int64_t sum_bytes);
   int64_t tasks() const { return groups * chunks; }
 };
 
@@ -86,14 +91,31 @@ OAO_AVX2 __m256 load8(const bfloat16* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-OAO_AVX2 void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
-OAO_AVX2 void store8(half* p, __m256 v) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+// kStream: a streaming store, for outputs too large to stay in cache (see use_streaming).
+template <bool kStream>
+OAO_AVX2 void store_bits(void* p, __m128i bits) {
+  if constexpr (kStream) {
+    _mm_stream_si128(static_cast<__m128i*>(p), bits);
+  } else {
+    _mm_storeu_si128(static_cast<__m128i*>(p), bits);
+  }
 }
+template <bool kStream>
+OAO_AVX2 void store8(float* p, __m256 v) {
+  if constexpr (kStream) {
+    _mm256_stream_ps(p, v);
+  } else {
+    _mm256_storeu_ps(p, v);
+  }
+}
+template <bool kStream>
+OAO_AVX2 void store8(half* p, __m256 v) {
+  store_bits<kStream>(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+template <bool kStream>
 OAO_AVX2 void store8(bfloat16* p, __m256 v) {
   const __m256i r = _mm256_srli_epi32(round_to_bf16_high(v), 16);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                   _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+  store_bits<kStream>(p, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
 }
 
 template <class T>
@@ -101,10 +123,10 @@ OAO_AVX2 void load_split(const T* row, int64_t a, int64_t offset, __m256& va, __
   va = load8(row + a);
   vb = load8(row + a + offset);
 }
-template <class T>
+template <bool kStream, class T>
 OAO_AVX2 void store_split(T* row, int64_t a, int64_t offset, __m256 va, __m256 vb) {
-  store8(row + a, va);
-  store8(row + a + offset, vb);
+  store8<kStream>(row + a, va);
+  store8<kStream>(row + a + offset, vb);
 }
 
 // Evens and odds of 16 consecutive floats, each in order.
@@ -127,15 +149,15 @@ OAO_AVX2 void load_interleaved(const T* row, int64_t p, __m256& va, __m256& vb) 
     deinterleave(load8(row + 2 * p), load8(row + 2 * p + 8), va, vb);
   }
 }
-template <class T>
+template <bool kStream, class T>
 OAO_AVX2 void store_interleaved(T* row, int64_t p, __m256 va, __m256 vb) {
   if constexpr (std::is_same_v<T, bfloat16>) {
-    store16<false>(row + 2 * p, va, vb);
+    store16<kStream>(row + 2 * p, va, vb);
   } else {
     __m256 lo, hi;
     interleave(va, vb, lo, hi);
-    store8(row + 2 * p, lo);
-    store8(row + 2 * p + 8, hi);
+    store8<kStream>(row + 2 * p, lo);
+    store8<kStream>(row + 2 * p + 8, hi);
   }
 }
 

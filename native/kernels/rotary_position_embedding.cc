@@ -39,7 +39,7 @@ void row_baseline(const PairPositions& pos, const T* x, T* y, const CosSin& cs) 
 }
 
 // 8 pairs at a time: y (like dy in the grad) is split except in mode 1; x is split in modes 0, 2.
-template <bool kSplitY, bool kSplitX, class T>
+template <bool kStream, bool kSplitY, bool kSplitX, class T>
 __attribute__((target("avx2,fma,f16c"))) void row_avx2(const PairPositions& pos, const T* x, T* y,
                                                        const CosSin& cs) {
   const int64_t offset = pos.offset();
@@ -56,9 +56,9 @@ __attribute__((target("avx2,fma,f16c"))) void row_avx2(const PairPositions& pos,
     const __m256 yb = _mm256_add_ps(_mm256_mul_ps(xb, _mm256_loadu_ps(cs.cos_b() + p)),
                                     _mm256_mul_ps(xa, _mm256_loadu_ps(cs.sin_b() + p)));
     if constexpr (kSplitY) {
-      store_split(y, a, offset, ya, yb);
+      store_split<kStream>(y, a, offset, ya, yb);
     } else {
-      store_interleaved(y, p, ya, yb);
+      store_interleaved<kStream>(y, p, ya, yb);
     }
   }
 }
@@ -66,19 +66,24 @@ __attribute__((target("avx2,fma,f16c"))) void row_avx2(const PairPositions& pos,
 template <class T>
 using RowFn = void (*)(const PairPositions&, const T*, T*, const CosSin&);
 
-template <class T>
-RowFn<T> pick_row_fn(const PairPositions& pos) {
-  if (!use_avx2() || !pos.vectorizable()) return row_baseline<T>;
+template <bool kStream, class T>
+RowFn<T> pick_avx2_row_fn(const PairPositions& pos) {
   switch (pos.mode) {
     case RopeMode::kHalf:
     case RopeMode::kQuarter:
-      return row_avx2<true, true, T>;
+      return row_avx2<kStream, true, true, T>;
     case RopeMode::kInterleave:
-      return row_avx2<false, false, T>;
+      return row_avx2<kStream, false, false, T>;
     case RopeMode::kInterleaveHalf:
-      return row_avx2<true, false, T>;
+      break;
   }
-  return row_baseline<T>;
+  return row_avx2<kStream, true, false, T>;
+}
+
+template <class T>
+RowFn<T> pick_row_fn(const PairPositions& pos, bool stream) {
+  if (!use_avx2() || !pos.vectorizable()) return row_baseline<T>;
+  return stream ? pick_avx2_row_fn<true, T>(pos) : pick_avx2_row_fn<false, T>(pos);
 }
 
 }  // namespace
@@ -90,8 +95,9 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
   const RopeRows rows(x_shape, cos_shape);
   const PairPositions pos{static_cast<RopeMode>(mode), x_shape.back()};
   if (pos.d == 0) return;
-  const RopeSplit split(rows);
-  const auto row_fn = pick_row_fn<T>(pos);
+  const RopeSplit split(rows, 0);
+  const bool stream = use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
+  const auto row_fn = pick_row_fn<T>(pos, stream);
   parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
     const int64_t group = static_cast<int64_t>(task) / split.chunks,
                   chunk = static_cast<int64_t>(task) % split.chunks;
@@ -105,6 +111,7 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
         row_fn(pos, x + r, y + r, cs);
       }
     }
+    if (stream) _mm_sfence();  // streaming stores are weakly ordered: finish them before the join
   });
 }
 

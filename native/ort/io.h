@@ -12,6 +12,8 @@
 
 namespace oao {
 
+// An input or output: its element type (UNDEFINED: any, checked by the kernel) and whether the
+// node may leave it out.
 struct Slot {
   ONNXTensorElementDataType type;
   bool optional = false;
@@ -36,6 +38,20 @@ class Io {
     if (value == nullptr) return std::nullopt;
     return Input<T>{value.GetTensorTypeAndShapeInfo().GetShape(),
                     reinterpret_cast<const storage_t<T>*>(value.GetTensorRawData())};
+  }
+
+  // Input i of an element type known only at run time (int32 or int64 indices, say).
+  struct Untyped {
+    Shape shape;
+    ONNXTensorElementDataType type;
+    const void* data;
+  };
+  std::optional<Untyped> untyped_input(size_t i) const {
+    if (i >= ctx_.GetInputCount()) return std::nullopt;
+    const Ort::ConstValue value = ctx_.GetInput(i);
+    if (value == nullptr) return std::nullopt;
+    const auto info = value.GetTensorTypeAndShapeInfo();
+    return Untyped{info.GetShape(), info.GetElementType(), value.GetTensorRawData()};
   }
 
   // Output i allocated with `shape`, or null when the node does not take it.

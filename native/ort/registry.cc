@@ -14,6 +14,8 @@ constexpr void (*kOpTable[])(OpList&) = {
     add_rms_norm_grad_cpu,
     add_rotary_position_embedding_cpu,
     add_rotary_position_embedding_grad_cpu,
+    add_lightning_indexer_cpu,
+    add_lightning_indexer_grad_cpu,
 };
 
 // Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any

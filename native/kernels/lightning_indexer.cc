@@ -1,0 +1,70 @@
+#include "kernels/lightning_indexer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/element.h"
+
+namespace oao {
+namespace {
+
+// Keys the token at position s of batch b may select: all for sparse_mode 0, the causal prefix
+// (right-aligned) for 3.
+int64_t allowed_keys(const TokenSpans& spans, int64_t b, int64_t s, int sparse_mode) {
+  const int64_t s1 = spans.query_end[b] - spans.query_begin(b), s2 = spans.key_end[b] - spans.key_begin(b);
+  return sparse_mode == 0 ? s2 : std::clamp<int64_t>(s2 - s1 + s + 1, 0, s2);
+}
+
+// Descending score, then ascending key index; NaN after every number.
+bool ranks_before(float a, int32_t ia, float b, int32_t ib) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) ? (std::isnan(b) && ia < ib) : true;
+  return a > b || (a == b && ia < ib);
+}
+
+}  // namespace
+
+template <class T>
+void lightning_indexer(const T* query, const T* key, const T* weights, const TokenSpans& spans, int64_t n1,
+                       int64_t d, int64_t k, int sparse_mode, int32_t* indices, T* values,
+                       const Parallel& parallel) {
+  const int64_t key_rows = spans.key_rows();
+  std::vector<float> key_f(key_rows * d);
+  for (int64_t i = 0; i < key_rows * d; ++i) key_f[i] = to_float(key[i]);
+  const std::vector<int64_t> batch = spans.batch_of_tokens();
+
+  parallel.for_each(static_cast<size_t>(spans.tokens()), [&](size_t task) {
+    single_threaded_blas();
+    const int64_t t = static_cast<int64_t>(task), b = batch[t];
+    const int64_t n = allowed_keys(spans, b, t - spans.query_begin(b), sparse_mode);
+    std::vector<float> q(n1 * d), scores(n1 * n), index_score(n, 0.f);
+    for (int64_t i = 0; i < n1 * d; ++i) q[i] = to_float(query[t * n1 * d + i]);
+    gemm(false, true, n1, n, d, q.data(), key_f.data() + spans.key_begin(b) * d, scores.data());
+    for (int64_t j = 0; j < n1; ++j) {
+      const float w = to_float(weights[t * n1 + j]);
+      for (int64_t s = 0; s < n; ++s) index_score[s] += w * std::max(scores[j * n + s], 0.f);
+    }
+
+    const int64_t kept = std::min(k, n);
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    auto better = [&](int32_t a, int32_t c) { return ranks_before(index_score[a], a, index_score[c], c); };
+    std::partial_sort(order.begin(), order.begin() + kept, order.end(), better);
+    for (int64_t slot = 0; slot < k; ++slot) {
+      const bool used = slot < kept;
+      indices[t * k + slot] = used ? order[slot] : -1;
+      values[t * k + slot] = from_float<T>(used ? index_score[order[slot]] : 0.f);
+    }
+  });
+}
+
+template void lightning_indexer<float>(const float*, const float*, const float*, const TokenSpans&, int64_t,
+                                       int64_t, int64_t, int, int32_t*, float*, const Parallel&);
+template void lightning_indexer<half>(const half*, const half*, const half*, const TokenSpans&, int64_t,
+                                      int64_t, int64_t, int, int32_t*, half*, const Parallel&);
+template void lightning_indexer<bfloat16>(const bfloat16*, const bfloat16*, const bfloat16*,
+                                          const TokenSpans&, int64_t, int64_t, int64_t, int, int32_t*,
+                                          bfloat16*, const Parallel&);
+
+}  // namespace oao

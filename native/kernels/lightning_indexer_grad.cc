@@ -1,0 +1,126 @@
+#include "kernels/lightning_indexer_grad.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/element.h"
+
+namespace oao {
+namespace {
+
+// One token's share of d_key: the key rows it selected and the gradient of each, float32.
+struct KeyRowGrads {
+  std::vector<int64_t> rows;
+  std::vector<float> grads;  // rows.size() x d
+};
+
+template <class T>
+void to_float_rows(const T* src, int64_t count, float* dst) {
+  for (int64_t i = 0; i < count; ++i) dst[i] = to_float(src[i]);
+}
+
+template <class T, class I>
+struct TokenGrad {
+  const T *query, *dy, *weights;
+  const I* indices;
+  const float* key_f;  // key in float32, all batches
+  const TokenSpans& spans;
+  int64_t n1, d, k;
+  int sparse_mode;
+  T *d_query, *d_weights;
+
+  void operator()(int64_t t, int64_t b, KeyRowGrads& out) const {
+    const int64_t slots = counted_slots(spans, b, t - spans.query_begin(b), k, sparse_mode);
+    std::vector<float> dy_v;
+    out.rows.clear();
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      const int64_t index = static_cast<int64_t>(indices[t * k + slot]);
+      if (index == -1) continue;
+      out.rows.push_back(spans.key_begin(b) + index);
+      dy_v.push_back(to_float(dy[t * k + slot]));
+    }
+    const int64_t n = static_cast<int64_t>(out.rows.size());
+    std::vector<float> panel(n * d), q(n1 * d), scores(n1 * n), dq(n1 * d);
+    for (int64_t v = 0; v < n; ++v) std::copy_n(key_f + out.rows[v] * d, d, panel.data() + v * d);
+    to_float_rows(query + t * n1 * d, n1 * d, q.data());
+
+    gemm(false, true, n1, n, d, q.data(), panel.data(), scores.data());  // s = q . panel^T
+    for (int64_t j = 0; j < n1; ++j) {
+      const float w = to_float(weights[t * n1 + j]);
+      float dw = 0.f;
+      for (int64_t v = 0; v < n; ++v) {
+        float& s = scores[j * n + v];
+        dw += std::max(s, 0.f) * dy_v[v];
+        s = s > 0.f ? w * dy_v[v] : 0.f;  // s becomes g
+      }
+      d_weights[t * n1 + j] = from_float<T>(dw);
+    }
+    gemm(false, false, n1, d, n, scores.data(), panel.data(), dq.data());  // dq = g . panel
+    for (int64_t i = 0; i < n1 * d; ++i) d_query[t * n1 * d + i] = from_float<T>(dq[i]);
+    out.grads.resize(n * d);
+    gemm(true, false, n, d, n1, scores.data(), q.data(), out.grads.data());  // dkv = g^T . q
+  }
+};
+
+}  // namespace
+
+template <class T, class I>
+void lightning_indexer_grad(const T* query, const T* key, const T* dy, const I* indices, const T* weights,
+                            const TokenSpans& spans, int64_t n1, int64_t d, int64_t k, int sparse_mode,
+                            T* d_query, T* d_key, T* d_weights, const Parallel& parallel) {
+  const int64_t tokens = spans.tokens(), key_rows = spans.key_rows();
+  std::vector<float> key_f(key_rows * d), d_key_f(key_rows * d, 0.f);
+  to_float_rows(key, key_rows * d, key_f.data());
+  const std::vector<int64_t> batch = spans.batch_of_tokens();
+  const TokenGrad<T, I> token_grad{query, dy, weights, indices,     key_f.data(), spans,
+                                   n1,    d,  k,       sparse_mode, d_query,      d_weights};
+
+  // Tokens go in chunks whose key-row gradients are kept (about 64 MiB at most) and then added
+  // into d_key by strips of rows, each strip in token then slot order: the sums do not depend on
+  // which thread computed what.
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(64) << 20) / std::max<int64_t>(1, k * d * 4));
+  const int64_t strip_rows = std::max<int64_t>(
+      1, (key_rows + int64_t(block_count(key_rows, d)) - 1) / std::max<int64_t>(1, block_count(key_rows, d)));
+  const int64_t strips = (key_rows + strip_rows - 1) / strip_rows;
+  std::vector<KeyRowGrads> grads(static_cast<size_t>(std::min(chunk, tokens)));
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> by_strip(strips);  // (token in chunk, slot)
+  for (int64_t first = 0; first < tokens; first += chunk) {
+    const int64_t count = std::min(chunk, tokens - first);
+    parallel.for_each(static_cast<size_t>(count), [&](size_t i) {
+      single_threaded_blas();
+      const int64_t t = first + static_cast<int64_t>(i);
+      token_grad(t, batch[t], grads[i]);
+    });
+    for (auto& list : by_strip) list.clear();
+    for (int64_t i = 0; i < count; ++i) {
+      for (size_t v = 0; v < grads[i].rows.size(); ++v)
+        by_strip[grads[i].rows[v] / strip_rows].push_back({i, v});
+    }
+    parallel.for_each(static_cast<size_t>(strips), [&](size_t strip) {
+      for (const auto& [i, v] : by_strip[strip]) {
+        float* acc = d_key_f.data() + grads[i].rows[v] * d;
+        const float* grad = grads[i].grads.data() + v * d;
+        for (int64_t c = 0; c < d; ++c) acc[c] += grad[c];
+      }
+    });
+  }
+  parallel.for_each(static_cast<size_t>(strips), [&](size_t strip) {
+    const int64_t end = std::min(key_rows, (static_cast<int64_t>(strip) + 1) * strip_rows) * d;
+    for (int64_t i = static_cast<int64_t>(strip) * strip_rows * d; i < end; ++i)
+      d_key[i] = from_float<T>(d_key_f[i]);
+  });
+}
+
+#define OAO_INSTANTIATE(T, I)                                                                               \
+  template void lightning_indexer_grad<T, I>(const T*, const T*, const T*, const I*, const T*,              \
+                                             const TokenSpans&, int64_t, int64_t, int64_t, int, T*, T*, T*, \
+                                             const Parallel&);
+OAO_INSTANTIATE(float, int32_t)
+OAO_INSTANTIATE(float, int64_t)
+OAO_INSTANTIATE(half, int32_t)
+OAO_INSTANTIATE(half, int64_t)
+OAO_INSTANTIATE(bfloat16, int32_t)
+OAO_INSTANTIATE(bfloat16, int64_t)
+#undef OAO_INSTANTIATE
+
+}  // namespace oao

@@ -1,0 +1,63 @@
+#include "kernels/sparse_rows.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace oao {
+
+std::vector<int64_t> TokenSpans::batch_of_tokens() const {
+  std::vector<int64_t> batch(static_cast<size_t>(tokens()));
+  for (size_t b = 0; b < query_end.size(); ++b) {
+    std::fill(batch.begin() + query_begin(b), batch.begin() + query_end[b], static_cast<int64_t>(b));
+  }
+  return batch;
+}
+
+int64_t counted_slots(const TokenSpans& spans, int64_t b, int64_t s, int64_t k, int sparse_mode) {
+  if (sparse_mode == 0) return k;
+  const int64_t s1 = spans.query_end[b] - spans.query_begin(b);
+  const int64_t s2 = spans.key_end[b] - spans.key_begin(b);
+  return std::clamp<int64_t>(s2 - s1 + s + 1, 0, k);
+}
+
+template <class I>
+BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, int sparse_mode) {
+  for (size_t b = 0; b < spans.query_end.size(); ++b) {
+    const int64_t key_rows = spans.key_end[b] - spans.key_begin(b);
+    for (int64_t t = spans.query_begin(b); t < spans.query_end[b]; ++t) {
+      const int64_t slots = counted_slots(spans, b, t - spans.query_begin(b), k, sparse_mode);
+      for (int64_t slot = 0; slot < slots; ++slot) {
+        const int64_t index = static_cast<int64_t>(indices[t * k + slot]);
+        if (index != -1 && (index < 0 || index >= key_rows)) return {t, slot, index, key_rows};
+      }
+    }
+  }
+  return {};
+}
+
+template BadIndex find_bad_index<int32_t>(const int32_t*, const TokenSpans&, int64_t, int);
+template BadIndex find_bad_index<int64_t>(const int64_t*, const TokenSpans&, int64_t, int);
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+          float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum; BLAS would also refuse the leading dimension 0
+    std::fill(c, c + m * n, 0.f);
+    return;
+  }
+  const auto lda = static_cast<blasint>(trans_a ? m : k), ldb = static_cast<blasint>(trans_b ? k : n);
+  scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                    static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.f, a, lda, b,
+                    ldb, 0.f, c, static_cast<blasint>(n));
+}
+
+void single_threaded_blas() {
+  // This OpenBLAS is the scipy-openblas32 wheel's, ours alone in the process (NumPy carries its
+  // own), so its global thread count is ours to set; its wheel does not export the per-thread one.
+  static std::once_flag once;
+  std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
+}
+
+}  // namespace oao

@@ -1,0 +1,44 @@
+// What LightningIndexer and its grad share: which query tokens and key rows belong to which batch,
+// how many top-k slots of a token count (sparse_mode), the index check, and float32 GEMM.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/parallel.h"
+
+namespace oao {
+
+// Batch b owns query tokens [query_end[b-1], query_end[b]) and key rows [key_end[b-1], key_end[b])
+// (cumulative ends, the first batch starting at 0), as TND's actual_seq_lengths give them; BSND
+// batches are all S1 tokens and S2 key rows long.
+struct TokenSpans {
+  std::vector<int64_t> query_end, key_end;
+
+  int64_t tokens() const { return query_end.empty() ? 0 : query_end.back(); }
+  int64_t key_rows() const { return key_end.empty() ? 0 : key_end.back(); }
+  int64_t query_begin(int64_t b) const { return b == 0 ? 0 : query_end[b - 1]; }
+  int64_t key_begin(int64_t b) const { return b == 0 ? 0 : key_end[b - 1]; }
+  // The batch of each token, in token order.
+  std::vector<int64_t> batch_of_tokens() const;
+};
+
+// Top-k slots that count for the token at position `s` of batch b: all k for sparse_mode 0;
+// for sparse_mode 3 (causal, right-aligned) min(k, S2_b - S1_b + s + 1), at least 0.
+int64_t counted_slots(const TokenSpans& spans, int64_t b, int64_t s, int64_t k, int sparse_mode);
+
+// The first counted slot whose index is neither -1 nor inside [0, S2_b), if any.
+struct BadIndex {
+  int64_t token = -1, slot = -1, index = 0, key_rows = 0;
+};
+template <class I>
+BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, int sparse_mode);
+
+// C[m x n] = op(A) op(B), float32, row-major, on the calling thread.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+          float* c);
+
+// Keeps OpenBLAS on the calling thread: the kernels already spread their tasks over ORT's threads.
+void single_threaded_blas();
+
+}  // namespace oao

@@ -1,0 +1,64 @@
+#include "kernels/lightning_indexer.h"
+
+#include "ort/lightning_indexer_shapes.h"
+#include "ort/ops.h"
+
+namespace oao {
+namespace {
+
+template <class T>
+struct IndexerKernel {
+  static constexpr const char* kName = "LightningIndexer";
+  static constexpr ONNXTensorElementDataType kT = element_type<T>();
+  static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  // query, key, weights, actual_seq_lengths_query, actual_seq_lengths_key
+  static constexpr Slot kInputs[] = {{kT}, {kT}, {kT}, {kAny, true}, {kAny, true}};
+  static constexpr Slot kOutputs[] = {{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32}, {kT}};  // sparse_indices, values
+
+  explicit IndexerKernel(const OrtKernelInfo* info)
+      : layout(string_attribute(info, "layout", "BSND")),
+        sparse_mode(optional_int_attribute(info, "sparse_mode").value_or(3)),
+        sparse_count(optional_int_attribute(info, "sparse_count").value_or(2048)) {}
+
+  Ort::Status Compute(const Io& io) const {
+    const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);
+    IndexerChecks checks(kName, layout, sparse_mode);
+    IndexerShape s;
+    checks.query_key(query.shape, key.shape, s);
+    if (!checks.ok()) return checks.status();
+    if (sparse_count < 0)
+      return op_error(kName,
+                      "attribute 'sparse_count' is " + std::to_string(sparse_count) + "; it must be >= 0");
+    s.k = sparse_count;
+    checks.per_token("weights", weights.shape, query.shape, s.n1);
+    checks.lengths("actual_seq_lengths_query", io.untyped_input(3), query.shape[0], s.spans.query_end);
+    checks.lengths("actual_seq_lengths_key", io.untyped_input(4), key.shape[0], s.spans.key_end);
+    checks.same_batches(s);
+    checks.blas_sizes(s);
+    if (!checks.ok()) return checks.status();
+    Shape out_shape(query.shape.begin(), query.shape.end() - 2);
+    out_shape.push_back(s.k);
+    lightning_indexer(query.data, key.data, weights.data, s.spans, s.n1, s.d, s.k,
+                      static_cast<int>(sparse_mode), io.output<int32_t>(0, out_shape),
+                      io.output<T>(1, out_shape), io.parallel());
+    return Ort::Status(nullptr);
+  }
+
+  std::string layout;
+  int64_t sparse_mode, sparse_count;
+};
+
+template <class T>
+void add(OpList& ops) {
+  ops.push_back(std::make_shared<DeclaredOp<IndexerKernel<T>>>());
+}
+
+}  // namespace
+
+void add_lightning_indexer_cpu(OpList& ops) {
+  add<float>(ops);
+  add<Ort::Float16_t>(ops);
+  add<Ort::BFloat16_t>(ops);
+}
+
+}  // namespace oao

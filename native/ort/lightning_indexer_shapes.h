@@ -1,0 +1,155 @@
+// Attributes and shape rules shared by LightningIndexer and its grad (contract: BSND query
+// [B,S1,N1,D], key [B,S2,1,D], weights [B,S1,N1]; TND query [T1,N1,D], key [T2,1,D], weights
+// [T1,N1] with cumulative actual_seq_lengths; per-token rows [.., K]).
+#pragma once
+
+#include <climits>
+#include <optional>
+#include <string>
+
+#include "kernels/sparse_rows.h"
+#include "ort/io.h"
+
+namespace oao {
+
+inline std::string string_attribute(const OrtKernelInfo* info, const char* name,
+                                    const std::string& fallback) {
+  size_t size = 0;
+  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_string(info, name, nullptr, &size)) {
+    Ort::GetApi().ReleaseStatus(status);
+    return fallback;
+  }
+  std::string value(size, '\0');
+  Ort::ThrowOnError(Ort::GetApi().KernelInfoGetAttribute_string(info, name, value.data(), &size));
+  value.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
+  return value;
+}
+
+inline std::optional<int64_t> optional_int_attribute(const OrtKernelInfo* info, const char* name) {
+  int64_t value = 0;
+  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)) {
+    Ort::GetApi().ReleaseStatus(status);
+    return std::nullopt;
+  }
+  return value;
+}
+
+// Geometry of one call: batch spans, heads, head dim and top-k width.
+struct IndexerShape {
+  TokenSpans spans;
+  int64_t n1 = 0, d = 0, k = 0;
+};
+
+class IndexerChecks {
+ public:
+  IndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode) : op_(op), layout_(layout) {
+    if (layout != "BSND" && layout != "TND") {
+      error_ = "attribute 'layout' is '" + layout + "'; it must be 'BSND' or 'TND'";
+    } else if (sparse_mode != 0 && sparse_mode != 3) {
+      error_ = "attribute 'sparse_mode' is " + std::to_string(sparse_mode) + "; it must be 0 or 3";
+    }
+  }
+
+  bool tnd() const { return layout_ == "TND"; }
+
+  // query and key fix B (or T1, T2), N1 and D; key must have one head.
+  void query_key(const Shape& query, const Shape& key, IndexerShape& out) {
+    const size_t rank = tnd() ? 3 : 4;
+    if (!ok()) return;
+    if (query.size() != rank || key.size() != rank) {
+      fail("layout " + layout_ + " needs 'query' and 'key' of rank " + std::to_string(rank) + ", got " +
+           shape_str(query) + " and " + shape_str(key));
+    } else if (key[rank - 2] != 1) {
+      fail("input 'key' " + shape_str(key) + " must have one head (N2 = 1)");
+    } else if (key[rank - 1] != query[rank - 1]) {
+      fail("inputs 'query' " + shape_str(query) + " and 'key' " + shape_str(key) +
+           " must share the head dim D");
+    } else if (!tnd() && key[0] != query[0]) {
+      fail("inputs 'query' " + shape_str(query) + " and 'key' " + shape_str(key) + " must share the batch B");
+    }
+    if (!ok()) return;
+    out.n1 = query[rank - 2];
+    out.d = query[rank - 1];
+    if (!tnd()) {
+      for (int64_t b = 1; b <= query[0]; ++b) {
+        out.spans.query_end.push_back(b * query[1]);
+        out.spans.key_end.push_back(b * key[1]);
+      }
+    }
+  }
+
+  // A per-token input of shape query.shape[:-2] + [width].
+  void per_token(const char* name, const Shape& shape, const Shape& query, int64_t width) {
+    if (!ok()) return;
+    Shape want(query.begin(), query.end() - 2);
+    want.push_back(width);
+    if (shape != want)
+      fail(std::string("input '") + name + "' has shape " + shape_str(shape) + "; it must be " +
+           shape_str(want));
+  }
+
+  // TND's cumulative lengths (B values, no leading zero, ending at the token / key row count).
+  void lengths(const char* name, const std::optional<Io::Untyped>& input, int64_t total,
+               std::vector<int64_t>& ends) {
+    if (!ok() || !tnd()) return;
+    if (!input) return fail(std::string("layout TND needs input '") + name + "'");
+    if (input->type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 &&
+        input->type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) {
+      return fail(std::string("input '") + name + "' must be int64 or int32");
+    }
+    const int64_t count = element_count(input->shape);
+    if (input->shape.size() != 1 || count < 1)
+      return fail(std::string("input '") + name + "' must be 1-D with one value per batch");
+    ends.resize(count);
+    for (int64_t b = 0; b < count; ++b) {
+      ends[b] = input->type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64
+                    ? static_cast<const int64_t*>(input->data)[b]
+                    : static_cast<const int32_t*>(input->data)[b];
+      if (ends[b] < (b == 0 ? 0 : ends[b - 1])) {
+        return fail(std::string("input '") + name +
+                    "' must be cumulative ends: non-negative and non-decreasing");
+      }
+    }
+    if (ends.back() != total) {
+      fail(std::string("input '") + name + "' ends at " + std::to_string(ends.back()) +
+           " but the tensor has " + std::to_string(total) + " rows");
+    }
+  }
+
+  void same_batches(const IndexerShape& s) {
+    if (ok() && s.spans.query_end.size() != s.spans.key_end.size()) {
+      fail(
+          "inputs 'actual_seq_lengths_query' and 'actual_seq_lengths_key' must have one value per batch "
+          "each");
+    }
+  }
+
+  void head_num(std::optional<int64_t> head_num, int64_t n1) {
+    if (!ok()) return;
+    if (!head_num) return fail("attribute 'head_num' is required");
+    if (*head_num != n1)
+      fail("attribute 'head_num' is " + std::to_string(*head_num) +
+           " but query has N1 = " + std::to_string(n1) + " heads");
+  }
+
+  // Sizes a 32-bit BLAS can take.
+  void blas_sizes(const IndexerShape& s) {
+    if (ok() && (s.n1 > INT_MAX || s.d > INT_MAX || s.k > INT_MAX || s.spans.key_rows() > INT_MAX)) {
+      fail("sizes past 2^31 - 1 (heads, head dim, top-k or key rows) are not supported");
+    }
+  }
+
+  bool ok() const { return error_.empty(); }
+  Ort::Status status() const { return ok() ? Ort::Status(nullptr) : op_error(op_, error_); }
+
+ private:
+  void fail(const std::string& message) {
+    if (ok()) error_ = message;
+  }
+
+  const char* op_;
+  std::string layout_;
+  std::string error_;
+};
+
+}  // namespace oao

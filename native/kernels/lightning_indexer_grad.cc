@@ -45,14 +45,9 @@ struct TokenGrad {
     to_float_rows(query + t * n1 * d, n1 * d, q.data());
 
     gemm(false, true, n1, n, d, q.data(), panel.data(), scores.data());  // s = q . panel^T
-    for (int64_t j = 0; j < n1; ++j) {
-      const float w = to_float(weights[t * n1 + j]);
-      float dw = 0.f;
-      for (int64_t v = 0; v < n; ++v) {
-        float& s = scores[j * n + v];
-        dw += std::max(s, 0.f) * dy_v[v];
-        s = s > 0.f ? w * dy_v[v] : 0.f;  // s becomes g
-      }
+    for (int64_t j = 0; j < n1; ++j) {                                   // scores become g
+      const float dw =
+          relu_backward_row(scores.data() + j * n, dy_v.data(), to_float(weights[t * n1 + j]), n);
       d_weights[t * n1 + j] = from_float<T>(dw);
     }
     gemm(false, false, n1, d, n, scores.data(), panel.data(), dq.data());  // dq = g . panel
@@ -98,9 +93,7 @@ void lightning_indexer_grad(const T* query, const T* key, const T* dy, const I* 
     }
     parallel.for_each(static_cast<size_t>(strips), [&](size_t strip) {
       for (const auto& [i, v] : by_strip[strip]) {
-        float* acc = d_key_f.data() + grads[i].rows[v] * d;
-        const float* grad = grads[i].grads.data() + v * d;
-        for (int64_t c = 0; c < d; ++c) acc[c] += grad[c];
+        add_into(d_key_f.data() + grads[i].rows[v] * d, grads[i].grads.data() + v * d, d);
       }
     });
   }

@@ -53,6 +53,36 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
                     ldb, 0.f, c, static_cast<blasint>(n));
 }
 
+// Plain loops, compiled for x86-64-v3 too: the loader picks the AVX2 copy where the CPU has it.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OAO_AVX2_CLONE __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define OAO_AVX2_CLONE
+#endif
+
+OAO_AVX2_CLONE float relu_backward_row(float* s, const float* dy, float weight, int64_t n) {
+  // Eight partial sums, added in a fixed order: the same result from either copy of the loop.
+  float lanes[8] = {};
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    for (int l = 0; l < 8; ++l) {
+      lanes[l] += std::max(s[v + l], 0.f) * dy[v + l];
+      s[v + l] = s[v + l] > 0.f ? weight * dy[v + l] : 0.f;
+    }
+  }
+  float sum = 0.f;
+  for (float lane : lanes) sum += lane;
+  for (; v < n; ++v) {
+    sum += std::max(s[v], 0.f) * dy[v];
+    s[v] = s[v] > 0.f ? weight * dy[v] : 0.f;
+  }
+  return sum;
+}
+
+OAO_AVX2_CLONE void add_into(float* acc, const float* add, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += add[i];
+}
+
 void single_threaded_blas() {
   // This OpenBLAS is the scipy-openblas32 wheel's, ours alone in the process (NumPy carries its
   // own), so its global thread count is ours to set; its wheel does not export the per-thread one.

@@ -38,6 +38,13 @@ BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, in
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
           float* c);
 
+// For row j of the scores s (n values) of a token: returns sum_v relu(s[v]) dy[v] (d_weights) and
+// turns s into g[v] = weight dy[v] where s[v] > 0, else 0.
+float relu_backward_row(float* s, const float* dy, float weight, int64_t n);
+
+// acc[0, n) += add[0, n).
+void add_into(float* acc, const float* add, int64_t n);
+
 // Keeps OpenBLAS on the calling thread: the kernels already spread their tasks over ORT's threads.
 void single_threaded_blas();
 

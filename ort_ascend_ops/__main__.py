@@ -9,7 +9,7 @@ import sys
 
 def _bench(args: argparse.Namespace) -> int:
     from .bench import ALIASES, BENCHES
-    from .bench.elementwise import HEADER
+    from .bench.runner import HEADER
 
     names = [ALIASES.get(name, name) for name in args.ops] or list(BENCHES)
     unknown = sorted(set(names) - set(BENCHES))

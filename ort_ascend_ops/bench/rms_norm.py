@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import DTYPES, bench_memory_bound, row_cases
+from .runner import DTYPES, bench_memory_bound, row_cases
 
 cases = row_cases
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import DTYPES, bench_memory_bound
 from .rotary_position_embedding_grad import MODES
+from .runner import DTYPES, bench_memory_bound
 
 
 def cases(quick: bool) -> list[tuple[tuple[int, ...], str, int]]:

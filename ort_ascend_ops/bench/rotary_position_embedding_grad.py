@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import DTYPES, bench_memory_bound
+from .runner import DTYPES, bench_memory_bound
 
 MODES = {0: "half", 1: "interleave", 2: "quarter", 3: "interleave-half"}
 

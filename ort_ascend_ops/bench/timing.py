@@ -73,3 +73,30 @@ class CopyBaseline:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown()
+
+
+class SgemmBaseline:
+    """NumPy's float32 matrix product on ``threads`` BLAS threads: the rate GEMM-shaped kernels are
+    held to. Without threadpoolctl, NumPy's BLAS keeps its own thread count (the run says so)."""
+
+    SIZE = 1024
+
+    def __init__(self, threads: int):
+        rng = np.random.default_rng(0)
+        self.a = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
+        self.b = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
+        self.flops = 2.0 * self.SIZE**3
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            print("note: threadpoolctl is not installed; NumPy's sgemm runs on its default threads")
+            self._limits = None
+        else:
+            self._limits = threadpool_limits(limits=threads, user_api="blas")
+
+    def __call__(self) -> None:
+        np.matmul(self.a, self.b)
+
+    def close(self) -> None:
+        if self._limits is not None:
+            self._limits.restore_original_limits()

@@ -1,5 +1,5 @@
-"""The shared shape of a memory-bound op's benchmark: native kernel, inlined reference, and a
-same-run copy of the bytes the op must move."""
+"""What every benchmark does: the native kernel, the inlined reference, and the machine's roof for
+the kind of work (a copy of the same bytes, or NumPy's sgemm rate), measured in the same run."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from ..reference.model import make_op_model
 from ..runtime import ortvalue_copy, session_options
-from .timing import CopyBaseline, Timing, measure
+from .timing import CopyBaseline, SgemmBaseline, Timing, measure
 
 
 @dataclass
@@ -22,16 +22,18 @@ class Result:
     threads: int
     native: Timing
     reference: Timing | None
-    copy: Timing
-    nbytes: int
+    work: float  # bytes moved or floating-point operations, per run
+    unit: str  # "GB/s" or "GFLOP/s"
+    roof_rate: float  # the same unit, measured in the same run
+    roof_name: str  # "copy" or "sgemm"
 
     @property
-    def bandwidth(self) -> float:
-        return self.nbytes / self.native.median / 1e9
+    def achieved(self) -> float:
+        return self.work / self.native.median / 1e9
 
     @property
-    def copy_fraction(self) -> float:
-        return self.copy.median / self.native.median
+    def roof_fraction(self) -> float:
+        return self.achieved / self.roof_rate
 
     @property
     def speedup(self) -> float | None:
@@ -43,7 +45,7 @@ class Result:
         )
         return (
             f"{self.label:<44} {self.threads:>2}  {self.native}  {ref}  "
-            f"{self.bandwidth:6.1f} GB/s  {self.copy_fraction * 100:4.0f}% of copy"
+            f"{self.achieved:6.1f} {self.unit:<7}  {self.roof_fraction * 100:4.0f}% of {self.roof_name}"
         )
 
     def as_dict(self) -> dict:
@@ -54,10 +56,12 @@ class Result:
             "native_spread": self.native.spread,
             "reference_s": self.reference.median if self.reference else None,
             "speedup_vs_reference": self.speedup,
-            "bytes": self.nbytes,
-            "bandwidth_gbs": self.bandwidth,
-            "copy_s": self.copy.median,
-            "copy_fraction": self.copy_fraction,
+            "work": self.work,
+            "unit": self.unit,
+            "achieved": self.achieved,
+            "roof": self.roof_name,
+            "roof_rate": self.roof_rate,
+            "roof_fraction": self.roof_fraction,
         }
 
 
@@ -72,7 +76,7 @@ def row_cases(quick: bool) -> list[tuple[int, int, str]]:
 
 HEADER = (
     f"{'case':<44} {'th':>2}  {'native':>17}  {'inlined reference':>17}  {'speedup':>7}  "
-    f"{'achieved':>11}  roofline"
+    f"{'achieved':>14}  roofline"
 )
 
 
@@ -128,12 +132,37 @@ def bench_memory_bound(
         native, copy_time = measure(_bound_run(model, inputs, threads, native=True), copy, repeats=repeats)
     finally:
         copy.close()
-    reference = None
-    if with_reference:
-        try:
-            run_reference = _bound_run(model, inputs, threads, native=False)
-        except Fail:  # the reference cannot run there (RoPE grad, bfloat16 with x: see its schema)
-            run_reference = None
-        if run_reference is not None:
-            (reference,) = measure(run_reference, repeats=max(3, repeats // 4))
-    return Result(label, threads, native, reference, copy_time, nbytes)
+    reference = _time_reference(model, inputs, threads, repeats) if with_reference else None
+    return Result(label, threads, native, reference, nbytes, "GB/s", nbytes / copy_time.median / 1e9, "copy")
+
+
+def _time_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], threads: int, repeats: int):
+    try:
+        run_reference = _bound_run(model, inputs, threads, native=False)
+    except Fail:  # the reference cannot run there (RoPE grad, bfloat16 with x: see its schema)
+        return None
+    (reference,) = measure(run_reference, repeats=max(3, repeats // 4))
+    return reference
+
+
+def bench_compute_bound(
+    op_name: str,
+    label: str,
+    inputs: dict[str, np.ndarray],
+    flops: float,
+    threads: int,
+    repeats: int,
+    attrs: dict | None = None,
+) -> Result:
+    """Times ``op_name`` natively and as the inlined reference, against NumPy's sgemm rate on the
+    same threads."""
+    model = make_op_model(op_name, {name: (a.dtype, a.shape) for name, a in inputs.items()}, attrs or {})
+    sgemm = SgemmBaseline(threads)
+    try:
+        native, sgemm_time = measure(_bound_run(model, inputs, threads, native=True), sgemm, repeats=repeats)
+    finally:
+        sgemm.close()
+    reference = _time_reference(model, inputs, threads, repeats)
+    return Result(
+        label, threads, native, reference, flops, "GFLOP/s", sgemm.flops / sgemm_time.median / 1e9, "sgemm"
+    )

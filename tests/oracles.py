@@ -163,3 +163,136 @@ ROPE_SEED_SIN = [
     68, 125, 4, 93, 112, 112, 113, 90, 94, 23, 104, 39, 85, 84, 64, 128, 96, 119,
 ]
 # fmt: on
+
+
+def _lightning_tokens(
+    layout, query, key, weights, actual_seq_lengths_query=None, actual_seq_lengths_key=None
+):
+    """The contract's per-token view: query [T1, N1, D], key [T2, D], weights [T1, N1] in float64,
+    and per token (position s in its batch, S1_b, S2_b, the batch's first key row)."""
+    if layout == "BSND":
+        batches, s1, n1, d = query.shape
+        ends_q = s1 * np.arange(1, batches + 1)
+        ends_k = key.shape[1] * np.arange(1, batches + 1)
+    else:
+        (_, n1, d), ends_q, ends_k = query.shape, actual_seq_lengths_query, actual_seq_lengths_key
+    starts_q = np.concatenate([[0], ends_q])[:-1].astype(int)
+    starts_k = np.concatenate([[0], ends_k])[:-1].astype(int)
+    tokens = [
+        (s, end_q - start_q, end_k - start_k, start_k)
+        for start_q, end_q, start_k, end_k in zip(starts_q, ends_q, starts_k, ends_k, strict=True)
+        for s in range(end_q - start_q)
+    ]
+    rows = (
+        a.astype(np.float64).reshape(shape)
+        for a, shape in ((query, (-1, n1, d)), (key, (-1, d)), (weights, (-1, n1)))
+    )
+    return *rows, tokens
+
+
+def lightning_indexer_oracle(
+    query,
+    key,
+    weights,
+    layout,
+    sparse_mode,
+    sparse_count,
+    actual_seq_lengths_query=None,
+    actual_seq_lengths_key=None,
+):
+    """(sparse_indices int32, sparse_values float64): per token the sparse_count allowed keys of
+    its batch with the highest I = sum_j w_j relu(q_j . k), ties to the lower key, -1/0 past them."""
+    q, k, w, tokens = _lightning_tokens(
+        layout, query, key, weights, actual_seq_lengths_query, actual_seq_lengths_key
+    )
+    indices = np.full((len(tokens), sparse_count), -1, dtype=np.int32)
+    values = np.zeros((len(tokens), sparse_count))
+    for t, (s, s1, s2, first) in enumerate(tokens):
+        allowed = s2 if sparse_mode == 0 else max(0, min(s2, s2 - s1 + s + 1))
+        scores = np.maximum(q[t] @ k[first : first + allowed].T, 0).T @ w[t]
+        best = sorted(range(allowed), key=lambda i: (-scores[i], i))[:sparse_count]
+        indices[t, : len(best)] = best
+        values[t, : len(best)] = scores[best]
+    lead = query.shape[:-2]
+    return indices.reshape(*lead, sparse_count), values.reshape(*lead, sparse_count)
+
+
+def lightning_indexer_grad_oracle(
+    query,
+    key,
+    dy,
+    sparse_indices,
+    weights,
+    layout,
+    sparse_mode,
+    actual_seq_lengths_query=None,
+    actual_seq_lengths_key=None,
+):
+    """(d_query, d_key, d_weights) in float64, slot by slot from the contract's formulas."""
+    q, k, w, tokens = _lightning_tokens(
+        layout, query, key, weights, actual_seq_lengths_query, actual_seq_lengths_key
+    )
+    top_k = dy.shape[-1]
+    dy = dy.astype(np.float64).reshape(len(tokens), top_k)
+    idx = sparse_indices.reshape(len(tokens), top_k)
+    d_query, d_key, d_weights = np.zeros_like(q), np.zeros_like(k), np.zeros_like(w)
+    for t, (s, s1, s2, first) in enumerate(tokens):
+        k_t = top_k if sparse_mode == 0 else max(0, min(top_k, s2 - s1 + s + 1))
+        for slot in range(k_t):
+            if idx[t, slot] == -1:
+                continue
+            assert 0 <= idx[t, slot] < s2
+            kv = k[first + idx[t, slot]]
+            scores = q[t] @ kv  # one per head
+            d_weights[t] += np.maximum(scores, 0) * dy[t, slot]
+            g = np.where(scores > 0, w[t] * dy[t, slot], 0)
+            d_query[t] += np.outer(g, kv)
+            d_key[first + idx[t, slot]] += g @ q[t]
+    return d_query.reshape(query.shape), d_key.reshape(key.shape), d_weights.reshape(weights.shape)
+
+
+def lightning_indexer_grad_inputs(
+    rng,
+    layout,
+    sparse_mode,
+    dtype,
+    index_dtype,
+    batch=2,
+    s1=5,
+    s2=9,
+    lengths_q=(3, 7),
+    lengths_k=(4, 9),
+    n1=3,
+    d=8,
+    k=4,
+    lengths_dtype=np.int64,
+):
+    """Random LightningIndexerGrad inputs: BSND [batch, s1|s2, ...], or TND with the cumulative
+    lengths_q/lengths_k. Each token's valid slots hold distinct keys the sparse mode allows, in
+    random order, with about one in five of them -1; the slots past K_t hold -1."""
+    if layout == "BSND":
+        lead_q, lead_k, lengths = (batch, s1), (batch, s2, 1), {}
+    else:
+        lead_q, lead_k = (lengths_q[-1],), (lengths_k[-1], 1)
+        lengths = {
+            "actual_seq_lengths_query": np.array(lengths_q, dtype=lengths_dtype),
+            "actual_seq_lengths_key": np.array(lengths_k, dtype=lengths_dtype),
+        }
+    query = rng.standard_normal((*lead_q, n1, d)).astype(dtype)
+    key = rng.standard_normal((*lead_k, d)).astype(dtype)
+    weights = rng.standard_normal((*lead_q, n1)).astype(dtype)
+    *_, tokens = _lightning_tokens(layout, query, key, weights, **lengths)
+    indices = np.full((len(tokens), k), -1, dtype=index_dtype)
+    for t, (s, t_s1, t_s2, _) in enumerate(tokens):
+        allowed = t_s2 if sparse_mode == 0 else max(0, min(t_s2, t_s2 - t_s1 + s + 1))
+        chosen = rng.permutation(allowed)[:k]
+        chosen[rng.random(len(chosen)) < 0.2] = -1
+        indices[t, : len(chosen)] = chosen
+    return {
+        "query": query,
+        "key": key,
+        "dy": rng.standard_normal((*lead_q, k)).astype(dtype),
+        "sparse_indices": indices.reshape(*lead_q, k),
+        "weights": weights,
+        **lengths,
+    }

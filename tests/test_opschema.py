@@ -348,3 +348,181 @@ def test_rotary_position_embedding_grad_takes_one_type():
         onnx.shape_inference.infer_shapes(
             _raw_model("RotaryPositionEmbeddingGrad", inputs, {}, ["dx"]), strict_mode=True
         )
+
+
+# LightningIndexer(Grad) nodes: B=2, S1=5, S2=9, N1=3, D=8, K=4; TND with T1=7, T2=9 and B=2.
+LI_SHAPES = {
+    "BSND": {"query": [2, 5, 3, 8], "key": [2, 9, 1, 8], "weights": [2, 5, 3], "dy": [2, 5, 4]},
+    "TND": {
+        "query": [7, 3, 8],
+        "key": [9, 1, 8],
+        "weights": [7, 3],
+        "dy": [7, 4],
+        "actual_seq_lengths_query": [2],
+        "actual_seq_lengths_key": [2],
+    },
+}
+I32, I64 = TensorProto.INT32, TensorProto.INT64
+
+
+def _li(op_name, base, shapes=None, types=None, absent=(), **attrs):
+    """(op_name, inputs in the op's order, attrs) of a LightningIndexer(Grad) node in layout
+    ``base`` (``attrs`` may override it): its shapes updated by ``shapes`` (None: unknown rank),
+    sparse_indices shaped like dy unless given, less the ``absent`` inputs; float32 but for the
+    integer inputs (``types`` overrides); head_num 3 for the grad."""
+    shapes = LI_SHAPES[base] | (shapes or {})
+    shapes.setdefault("sparse_indices", shapes["dy"])
+    types = {"sparse_indices": I32, "actual_seq_lengths_query": I64, "actual_seq_lengths_key": I64} | (
+        types or {}
+    )
+    names = [p.name for p in load_op_specs()[op_name].inputs if p.name in shapes and p.name not in absent]
+    inputs = {name: (types.get(name, F32), shapes[name]) for name in names}
+    grad = {"head_num": 3} if op_name == "LightningIndexerGrad" else {}
+    return op_name, inputs, {"layout": base} | grad | attrs
+
+
+LI_INFERENCE = [  # layout, changed shapes, expected (d_query, d_key, d_weights)
+    ("BSND", {}, ([2, 5, 3, 8], [2, 9, 1, 8], [2, 5, 3])),
+    (
+        "BSND",
+        {
+            "query": ["B", "S1", 3, 8],
+            "key": ["B", "S2", 1, 8],
+            "weights": ["B", "S1", 3],
+            "dy": ["B", "S1", "K"],
+        },
+        (["B", "S1", 3, 8], ["B", "S2", 1, 8], ["B", "S1", 3]),
+    ),
+    # Each dim is bound by whichever input gives it, and N2 is 1.
+    (
+        "BSND",
+        {
+            "query": [None, 5, 3, None],
+            "key": [None, None, None, 8],
+            "weights": [2, None, 3],
+            "dy": [2, 5, "K"],
+        },
+        ([2, 5, 3, 8], [2, None, 1, 8], [2, 5, 3]),
+    ),
+    ("TND", {}, ([7, 3, 8], [9, 1, 8], [7, 3])),
+    (
+        "TND",
+        {"query": ["T1", 3, 8], "key": ["T2", 1, 8], "weights": ["T1", 3], "dy": ["T1", 4]},
+        (["T1", 3, 8], ["T2", 1, 8], ["T1", 3]),
+    ),
+]
+
+
+@pytest.mark.parametrize("t", [F32, F16, BF16])
+@pytest.mark.parametrize("layout, shapes, expected", LI_INFERENCE)
+def test_lightning_indexer_inference(t, layout, shapes, expected):
+    op_name, inputs, attrs = _li("LightningIndexer", layout, shapes, sparse_count=6)
+    inputs = {name: (t if elem == F32 else elem, shape) for name, (elem, shape) in inputs.items()}
+    model = make_op_model(op_name, inputs, attrs)
+    onnx.checker.check_model(model, full_check=True)
+    lead = expected[2][:-1]
+    assert _infer(model) == {"sparse_indices": (I32, [*lead, 6]), "sparse_values": (t, [*lead, 6])}
+
+
+@pytest.mark.parametrize("t, index_type", [(F32, I32), (F16, I64), (BF16, I32)])
+@pytest.mark.parametrize("layout, shapes, expected", LI_INFERENCE)
+def test_lightning_indexer_grad_inference(t, index_type, layout, shapes, expected):
+    # The two lengths may have different integer types.
+    types = {"sparse_indices": index_type, "actual_seq_lengths_query": I32}
+    op_name, inputs, attrs = _li("LightningIndexerGrad", layout, shapes, types, sparse_mode=0)
+    inputs = {name: (t if elem == F32 else elem, shape) for name, (elem, shape) in inputs.items()}
+    model = make_op_model(op_name, inputs, attrs)
+    onnx.checker.check_model(model, full_check=True)
+    assert _infer(model) == {
+        name: (t, shape) for name, shape in zip(["d_query", "d_key", "d_weights"], expected, strict=True)
+    }
+
+
+def test_lightning_indexer_grad_schema():
+    grad = onnx.defs.get_schema("LightningIndexerGrad", 1, DOMAIN)
+    optional = onnx.defs.OpSchema.FormalParameterOption.Optional
+    assert [(p.name, p.option == optional) for p in grad.inputs] == [
+        ("query", False),
+        ("key", False),
+        ("dy", False),
+        ("sparse_indices", False),
+        ("weights", False),
+        ("actual_seq_lengths_query", True),
+        ("actual_seq_lengths_key", True),
+    ]
+    assert [p.name for p in grad.outputs] == ["d_query", "d_key", "d_weights"]
+    assert grad.attributes["head_num"].required
+    defaults = {name: a.default_value for name, a in grad.attributes.items() if name != "head_num"}
+    assert defaults["layout"].s == b"BSND" and defaults["sparse_mode"].i == 3
+    assert defaults["pre_tokens"].i == defaults["next_tokens"].i == 2**63 - 1
+    assert defaults["deterministic"].i == 0
+    forward = onnx.defs.get_schema("LightningIndexer", 1, DOMAIN)
+    assert [p.name for p in forward.outputs] == ["sparse_indices", "sparse_values"]
+    assert forward.attributes["sparse_count"].default_value.i == 2048
+
+
+@pytest.mark.parametrize(
+    "node, message",
+    [
+        (_li("LightningIndexerGrad", "BSND", layout="BNSD"), "layout = 'BNSD' is not one of ['BSND', 'TND']"),
+        (_li("LightningIndexer", "BSND", sparse_mode=1), "sparse_mode = 1 is not one of [0, 3]"),
+        (_li("LightningIndexer", "TND", sparse_count=0), "sparse_count must be >= 1, got 0"),
+        (
+            _li("LightningIndexerGrad", "BSND", {"query": [5, 3, 8]}),
+            "layout BSND needs query shaped [B, S1, N1, D], got [5, 3, 8]",
+        ),
+        (
+            _li("LightningIndexer", "TND", {"key": [9, 2, 8]}),
+            "layout TND needs key shaped [T2, 1, D], got [9, 2, 8]",
+        ),
+        (_li("LightningIndexerGrad", "BSND", {"key": [2, 9, 1, 16]}), "key has D = 16 but query has D = 8"),
+        (_li("LightningIndexer", "BSND", {"key": [3, 9, 1, 8]}), "key has B = 3 but query has B = 2"),
+        (_li("LightningIndexerGrad", "TND", {"weights": [7, 4]}), "weights has N1 = 4 but query has N1 = 3"),
+        (_li("LightningIndexerGrad", "TND", {"weights": [6, 3]}), "weights has T1 = 6 but query has T1 = 7"),
+        (
+            _li("LightningIndexerGrad", "BSND", {"sparse_indices": [2, 5, 5]}),
+            "sparse_indices has K = 5 but dy has K = 4",
+        ),
+        (_li("LightningIndexerGrad", "BSND", {"dy": [2, 6, 4]}), "dy has S1 = 6 but query has S1 = 5"),
+        (_li("LightningIndexerGrad", "BSND", head_num=4), "head_num = 4 but query has N1 = 3"),
+        (
+            _li("LightningIndexerGrad", "BSND", {"query": [2, 5, "N", 8], "weights": None}, head_num=0),
+            "head_num must be >= 1, got 0",
+        ),
+        (
+            _li("LightningIndexerGrad", "TND", absent=["actual_seq_lengths_key"]),
+            "layout TND needs both actual_seq_lengths_query and actual_seq_lengths_key",
+        ),
+        (
+            _li("LightningIndexer", "TND", {"actual_seq_lengths_key": [3]}),
+            "actual_seq_lengths_key has B = 3 but actual_seq_lengths_query has B = 2",
+        ),
+        (
+            _li("LightningIndexer", "TND", {"actual_seq_lengths_query": [2, 1]}),
+            "layout TND needs actual_seq_lengths_query shaped [B], got [2, 1]",
+        ),
+        (
+            _li("LightningIndexerGrad", "BSND", {"actual_seq_lengths_query": [2]}),
+            "layout BSND takes no actual_seq_lengths_query",
+        ),
+        (
+            _li("LightningIndexerGrad", "BSND", types={"sparse_indices": F32}),
+            "sparse_indices has type tensor(float), not one of",
+        ),
+        (
+            _li("LightningIndexer", "TND", types={"actual_seq_lengths_key": TensorProto.UINT64}),
+            "actual_seq_lengths_key has type tensor(uint64)",
+        ),
+        (
+            _li("LightningIndexerGrad", "BSND", types={"dy": F16}),
+            "dy has type tensor(float16), but T is already",
+        ),
+    ],
+)
+def test_lightning_indexer_inference_rejects(node, message):
+    op_name, inputs, attrs = node
+    with pytest.raises(InferenceError, match=re.escape(f"{op_name}: ")) as error:
+        onnx.shape_inference.infer_shapes(_raw_model(op_name, inputs, attrs), strict_mode=True)
+    assert message in str(error.value)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make_op_model(op_name, inputs, attrs)

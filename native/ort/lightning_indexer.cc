@@ -26,9 +26,10 @@ struct IndexerKernel {
     IndexerShape s;
     checks.query_key(query.shape, key.shape, s);
     if (!checks.ok()) return checks.status();
-    if (sparse_count < 0)
+    if (sparse_count < 1) {
       return op_error(kName,
-                      "attribute 'sparse_count' is " + std::to_string(sparse_count) + "; it must be >= 0");
+                      "attribute 'sparse_count' is " + std::to_string(sparse_count) + "; it must be >= 1");
+    }
     s.k = sparse_count;
     checks.per_token("weights", weights.shape, query.shape, s.n1);
     checks.lengths("actual_seq_lengths_query", io.untyped_input(3), query.shape[0], s.spans.query_end);

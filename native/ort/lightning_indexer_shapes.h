@@ -88,10 +88,15 @@ class IndexerChecks {
            shape_str(want));
   }
 
-  // TND's cumulative lengths (B values, no leading zero, ending at the token / key row count).
+  // TND's cumulative lengths (B values, no leading zero, ending at the token / key row count);
+  // BSND takes none, as aclnn wants null pointers there.
   void lengths(const char* name, const std::optional<Io::Untyped>& input, int64_t total,
                std::vector<int64_t>& ends) {
-    if (!ok() || !tnd()) return;
+    if (!ok()) return;
+    if (!tnd()) {
+      if (input) fail(std::string("layout BSND takes no input '") + name + "'");
+      return;
+    }
     if (!input) return fail(std::string("layout TND needs input '") + name + "'");
     if (input->type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 &&
         input->type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) {
@@ -127,6 +132,8 @@ class IndexerChecks {
   void head_num(std::optional<int64_t> head_num, int64_t n1) {
     if (!ok()) return;
     if (!head_num) return fail("attribute 'head_num' is required");
+    if (*head_num < 1)
+      return fail("attribute 'head_num' is " + std::to_string(*head_num) + "; it must be >= 1");
     if (*head_num != n1)
       fail("attribute 'head_num' is " + std::to_string(*head_num) +
            " but query has N1 = " + std::to_string(n1) + " heads");

@@ -1,7 +1,14 @@
 """``python -m ort_ascend_ops bench``: each op's native kernel against its inlined reference and
 the machine's own roofline, measured in the same run."""
 
-from . import rms_norm, rms_norm_grad, rotary_position_embedding, rotary_position_embedding_grad
+from . import (
+    lightning_indexer,
+    lightning_indexer_grad,
+    rms_norm,
+    rms_norm_grad,
+    rotary_position_embedding,
+    rotary_position_embedding_grad,
+)
 
 # The registration table: bench name -> module with ``cases(quick)`` and ``run(case, threads)``.
 BENCHES = {
@@ -9,6 +16,8 @@ BENCHES = {
     "rms_norm_grad": rms_norm_grad,
     "rotary_position_embedding": rotary_position_embedding,
     "rotary_position_embedding_grad": rotary_position_embedding_grad,
+    "lightning_indexer": lightning_indexer,
+    "lightning_indexer_grad": lightning_indexer_grad,
 }
 # Short names for the command line.
 ALIASES = {"rope": "rotary_position_embedding", "rope_grad": "rotary_position_embedding_grad"}

@@ -4,6 +4,8 @@ import onnx
 from onnxscript import OnnxFunction
 
 from ._opset import DOMAIN, VERSION
+from .lightning_indexer import LightningIndexer
+from .lightning_indexer_grad import LightningIndexerGrad
 from .rms_norm import RmsNorm
 from .rms_norm_grad import RmsNormGrad
 from .rotary_position_embedding import RotaryPositionEmbedding
@@ -11,7 +13,15 @@ from .rotary_position_embedding_grad import RotaryPositionEmbeddingGrad
 
 # The registration table: one entry per op, keyed by op name.
 FUNCTIONS: dict[str, OnnxFunction] = {
-    f.name: f for f in (RmsNorm, RmsNormGrad, RotaryPositionEmbedding, RotaryPositionEmbeddingGrad)
+    f.name: f
+    for f in (
+        RmsNorm,
+        RmsNormGrad,
+        RotaryPositionEmbedding,
+        RotaryPositionEmbeddingGrad,
+        LightningIndexer,
+        LightningIndexerGrad,
+    )
 }
 
 
@@ -24,6 +34,8 @@ __all__ = [
     "DOMAIN",
     "FUNCTIONS",
     "VERSION",
+    "LightningIndexer",
+    "LightningIndexerGrad",
     "RmsNorm",
     "RmsNormGrad",
     "RotaryPositionEmbedding",

@@ -1,0 +1,72 @@
+"""The native LightningIndexer kernel: the float64 oracle (selection and values) over layouts,
+sparse modes and dtypes, ties, edges, and its errors."""
+
+import numpy as np
+import pytest
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+from harness import bits, run_op, run_raw
+from lightning_checks import EDGES, MODES, check_forward, forward_inputs
+from oracles import BF16, F16, F32, lightning_indexer_grad_inputs
+
+
+@pytest.mark.parametrize("layout, mode", MODES)
+@pytest.mark.parametrize("t", [F32, F16, BF16], ids=str)
+def test_native_matches_oracle(layout, mode, t, rng):
+    inputs = forward_inputs(lightning_indexer_grad_inputs(rng, layout, mode, t, np.int32))
+    check_forward("native", inputs, {"layout": layout, "sparse_mode": mode, "sparse_count": 4}, t)
+
+
+@pytest.mark.parametrize("layout, mode, sizes", EDGES)
+def test_edges(layout, mode, sizes, rng):
+    inputs = forward_inputs(lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int32, **sizes))
+    check_forward(
+        "native", inputs, {"layout": layout, "sparse_mode": mode, "sparse_count": sizes.get("k", 4)}, F32
+    )
+
+
+@pytest.mark.parametrize("layout", ["BSND", "TND"])
+def test_ties_go_to_the_lower_key(layout, rng):
+    inputs = forward_inputs(lightning_indexer_grad_inputs(rng, layout, 0, F32, np.int32))
+    for name in ("query", "key", "weights"):
+        inputs[name] = rng.integers(-1, 2, inputs[name].shape).astype(np.float32)
+    indices, values = (
+        np.asarray(a).reshape(-1, 9)
+        for a in check_forward("native", inputs, {"layout": layout, "sparse_mode": 0, "sparse_count": 9}, F32)
+    )
+    tied = (values[:, 1:] == values[:, :-1]) & (indices[:, 1:] != -1)
+    assert tied.sum() >= 10 and np.all(indices[:, 1:][tied] > indices[:, :-1][tied])
+
+
+def test_bit_identical_for_any_thread_count(rng):
+    inputs = forward_inputs(
+        lightning_indexer_grad_inputs(rng, "BSND", 3, F32, np.int32, batch=1, s1=40, s2=200, n1=4, d=16)
+    )
+    attrs = {"layout": "BSND", "sparse_mode": 3, "sparse_count": 16}
+    runs = [run_op("LightningIndexer", inputs, attrs, threads=n) for n in (1, 2, 3)]
+    assert [bits(a) for a in runs[1]] == [bits(a) for a in runs[0]] == [bits(a) for a in runs[2]]
+
+
+@pytest.mark.parametrize(
+    "attrs, rule",
+    [
+        ({"sparse_count": 0}, "attribute 'sparse_count' is 0"),
+        ({"layout": "SBND"}, "attribute 'layout'"),
+        ({"sparse_mode": 2}, "attribute 'sparse_mode' is 2"),
+    ],
+    ids=["sparse_count 0", "layout", "sparse mode"],
+)
+def test_bad_input_is_an_ort_error_naming_op_and_rule(attrs, rule):
+    inputs = {
+        "query": np.ones((1, 2, 2, 4), np.float32),
+        "key": np.ones((1, 5, 1, 4), np.float32),
+        "weights": np.ones((1, 2, 2), np.float32),
+    }
+    with pytest.raises(InvalidArgument) as error:
+        run_raw(
+            "LightningIndexer",
+            inputs,
+            {"sparse_indices": np.int32, "sparse_values": np.float32},
+            {"layout": "BSND", "sparse_mode": 3, "sparse_count": 2} | attrs,
+        )
+    assert "LightningIndexer" in str(error.value) and rule in str(error.value)

@@ -1,0 +1,165 @@
+"""The native LightningIndexerGrad kernel: the float64 oracle over layouts, sparse modes, dtypes and
+index types, the inlined reference, hostile indices and lengths, and determinism across threads."""
+
+import numpy as np
+import pytest
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+from harness import bits, run_op, run_raw
+from lightning_checks import EDGES, MODES, check_finite_differences, check_grad
+from oracles import BF16, F16, F32, TOL, assert_close, lightning_indexer_grad_inputs
+
+ALL_TYPES = [(t, i) for t in (F32, F16, BF16) for i in (np.int32, np.int64)]
+
+
+@pytest.mark.parametrize("layout, mode", MODES)
+@pytest.mark.parametrize("t, index_type", ALL_TYPES, ids=lambda p: np.dtype(p).name)
+def test_native_matches_oracle(layout, mode, t, index_type, rng):
+    check_grad("native", lightning_indexer_grad_inputs(rng, layout, mode, t, index_type), layout, mode, t)
+
+
+@pytest.mark.parametrize("lengths_type", [np.int32, np.int64], ids=lambda p: np.dtype(p).name)
+def test_tnd_lengths_of_either_integer_type(lengths_type, rng):
+    inputs = lightning_indexer_grad_inputs(rng, "TND", 3, F32, np.int32, lengths_dtype=lengths_type)
+    check_grad("native", inputs, "TND", 3, F32)
+
+
+@pytest.mark.parametrize("layout, mode, sizes", [*EDGES, ("BSND", 0, {"k": 0})])
+def test_edges(layout, mode, sizes, rng):
+    check_grad(
+        "native", lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int64, **sizes), layout, mode, F32
+    )
+
+
+def test_larger_geometry_against_the_oracle(rng):
+    # Enough tokens and slots for several d_key strips and GEMMs of useful size.
+    inputs = lightning_indexer_grad_inputs(
+        rng, "BSND", 3, F32, np.int32, batch=2, s1=24, s2=300, n1=8, d=32, k=64
+    )
+    check_grad("native", inputs, "BSND", 3, F32)
+
+
+@pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0)])
+def test_backward_matches_finite_differences_of_the_forward(layout, mode, rng):
+    check_finite_differences("native", layout, mode, rng)
+
+
+@pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0)])
+def test_native_and_inlined_reference_agree(layout, mode, rng):
+    inputs = lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int64)
+    attrs = {"head_num": 3, "layout": layout, "sparse_mode": mode}
+    native = run_op("LightningIndexerGrad", inputs, attrs, native=True)
+    inlined = run_op("LightningIndexerGrad", inputs, attrs, native=False)
+    for out, ref in zip(native, inlined, strict=True):
+        assert_close(out, ref.astype(np.float64), TOL[F32])
+
+
+@pytest.mark.parametrize("deterministic", [0, 1])
+@pytest.mark.parametrize("t", [F32, BF16], ids=str)
+def test_bit_identical_for_any_thread_count(deterministic, t, rng):
+    # Few key rows, many tokens: the same d_key rows are hit from many tokens and threads.
+    inputs = lightning_indexer_grad_inputs(
+        rng, "BSND", 0, t, np.int32, batch=1, s1=64, s2=12, n1=4, d=16, k=8
+    )
+    attrs = {"head_num": 4, "layout": "BSND", "sparse_mode": 0, "deterministic": deterministic}
+    runs = [run_op("LightningIndexerGrad", inputs, attrs, threads=n) for n in (1, 2, 3, 1)]
+    for other in runs[1:]:
+        assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
+
+
+def _small(index_type=np.int32, **changes):
+    """A valid BSND call (B=1, S1=2, S2=5, N1=2, D=4, K=3) with `changes` applied."""
+    inputs = {
+        "query": np.ones((1, 2, 2, 4), np.float32),
+        "key": np.ones((1, 5, 1, 4), np.float32),
+        "dy": np.ones((1, 2, 3), np.float32),
+        "sparse_indices": np.zeros((1, 2, 3), index_type),
+        "weights": np.ones((1, 2, 2), np.float32),
+    }
+    return inputs | changes
+
+
+OUTPUTS = {"d_query": np.float32, "d_key": np.float32, "d_weights": np.float32}
+
+
+@pytest.mark.parametrize(
+    "index_type, bad",
+    [
+        (np.int32, 2**31 - 1),
+        (np.int32, -(2**31)),
+        (np.int32, 5),
+        (np.int32, -2),
+        (np.int64, 2**63 - 1),
+        (np.int64, -(2**63)),
+    ],
+    ids=str,
+)
+def test_hostile_index_is_an_error_naming_op_token_and_index(index_type, bad):
+    indices = np.zeros((1, 2, 3), index_type)
+    indices[0, 1, 2] = bad
+    attrs = {"head_num": 2, "layout": "BSND", "sparse_mode": 0}
+    with pytest.raises(InvalidArgument) as error:
+        run_raw("LightningIndexerGrad", _small(sparse_indices=indices), OUTPUTS, attrs)
+    message = str(error.value)
+    assert "LightningIndexerGrad" in message and "token 1" in message and str(bad) in message
+    # The process goes on.
+    assert run_raw("LightningIndexerGrad", _small(index_type), OUTPUTS, attrs)[0].shape == (1, 2, 2, 4)
+
+
+def _tnd(lengths_q, lengths_k):
+    return {
+        "query": np.ones((4, 2, 4), np.float32),
+        "key": np.ones((6, 1, 4), np.float32),
+        "dy": np.ones((4, 3), np.float32),
+        "sparse_indices": np.zeros((4, 3), np.int32),
+        "weights": np.ones((4, 2), np.float32),
+        "actual_seq_lengths_query": np.array(lengths_q, np.int64),
+        "actual_seq_lengths_key": np.array(lengths_k, np.int64),
+    }
+
+
+@pytest.mark.parametrize(
+    "inputs, attrs, rule",
+    [
+        (_tnd([1, 3], [2, 6]), {}, "ends at 3 but the tensor has 4 rows"),
+        (_tnd([3, 1, 4], [2, 3, 6]), {}, "non-decreasing"),
+        (_tnd([-1, 4], [2, 6]), {}, "non-decreasing"),
+        (_tnd([4], [2, 6]), {}, "one value per batch"),
+        (_tnd([1, 4], [2, 2**40]), {}, "ends at 1099511627776"),
+        (_small(), {"layout": "BNSD"}, "attribute 'layout'"),
+        (_small(), {"sparse_mode": 1}, "attribute 'sparse_mode' is 1"),
+        (_small(), {"head_num": 3}, "attribute 'head_num' is 3"),
+        (_small(key=np.ones((1, 5, 2, 4), np.float32)), {}, "one head"),
+        (
+            _small(dy=np.ones((1, 2, 4), np.float32)),
+            {},
+            "input 'sparse_indices' has shape [1,2,3]; it must be [1,2,4]",
+        ),
+        (_small(weights=np.ones((1, 2, 3), np.float32)), {}, "input 'weights'"),
+        (
+            _small() | {"actual_seq_lengths_query": np.array([2]), "actual_seq_lengths_key": np.array([5])},
+            {},
+            "layout BSND takes no input",
+        ),
+    ],
+    ids=[
+        "lengths short",
+        "lengths decreasing",
+        "negative length",
+        "batch counts differ",
+        "huge length",
+        "layout",
+        "sparse mode",
+        "head num",
+        "two key heads",
+        "dy and indices disagree on K",
+        "weights shape",
+        "BSND with lengths",
+    ],
+)
+def test_bad_input_is_an_ort_error_naming_op_and_rule(inputs, attrs, rule):
+    layout = "TND" if "actual_seq_lengths_query" in inputs and inputs["query"].ndim == 3 else "BSND"
+    attrs = {"head_num": 2, "layout": layout, "sparse_mode": 0} | attrs
+    with pytest.raises(InvalidArgument) as error:
+        run_raw("LightningIndexerGrad", inputs, OUTPUTS, attrs)
+    assert "LightningIndexerGrad" in str(error.value) and rule in str(error.value)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -87,12 +88,18 @@ class SgemmBaseline:
         self.b = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
         self.flops = 2.0 * self.SIZE**3
         try:
-            from threadpoolctl import threadpool_limits
+            from threadpoolctl import ThreadpoolController
         except ImportError:
             print("note: threadpoolctl is not installed; NumPy's sgemm runs on its default threads")
             self._limits = None
-        else:
-            self._limits = threadpool_limits(limits=threads, user_api="blas")
+            return
+        # Only NumPy's own BLAS: the kernels' OpenBLAS (same prefix, another file) stays as it is.
+        controller = ThreadpoolController()
+        numpy_dir = str(Path(np.__file__).parent.parent)
+        numpy_blas = [
+            c.filepath for c in controller.lib_controllers if c.filepath.startswith(numpy_dir + "/numpy")
+        ]
+        self._limits = controller.select(filepath=numpy_blas).limit(limits=threads)
 
     def __call__(self) -> None:
         np.matmul(self.a, self.b)

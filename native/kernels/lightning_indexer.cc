@@ -34,27 +34,37 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
   for (int64_t i = 0; i < key_rows * d; ++i) key_f[i] = to_float(key[i]);
   const std::vector<int64_t> batch = spans.batch_of_tokens();
 
-  parallel.for_each(static_cast<size_t>(spans.tokens()), [&](size_t task) {
+  // Tasks take runs of tokens and reuse their buffers: zero-filling and faulting in megabytes per
+  // token would cost as much as the scoring GEMM.
+  const int64_t tokens = spans.tokens();
+  const size_t tasks = static_cast<size_t>(std::min<int64_t>(tokens, 64));
+  parallel.for_each(tasks, [&](size_t task) {
     single_threaded_blas();
-    const int64_t t = static_cast<int64_t>(task), b = batch[t];
-    const int64_t n = allowed_keys(spans, b, t - spans.query_begin(b), sparse_mode);
-    std::vector<float> q(n1 * d), scores(n1 * n), index_score(n, 0.f);
-    for (int64_t i = 0; i < n1 * d; ++i) q[i] = to_float(query[t * n1 * d + i]);
-    gemm(false, true, n1, n, d, q.data(), key_f.data() + spans.key_begin(b) * d, scores.data());
-    for (int64_t j = 0; j < n1; ++j) {
-      const float w = to_float(weights[t * n1 + j]);
-      for (int64_t s = 0; s < n; ++s) index_score[s] += w * std::max(scores[j * n + s], 0.f);
-    }
+    std::vector<float> q(n1 * d), scores, index_score;
+    std::vector<int32_t> order;
+    for (int64_t t = block_begin(task, tasks, tokens); t < block_begin(task + 1, tasks, tokens); ++t) {
+      const int64_t b = batch[t];
+      const int64_t n = allowed_keys(spans, b, t - spans.query_begin(b), sparse_mode);
+      if (static_cast<int64_t>(scores.size()) < n1 * n) scores.resize(n1 * n);
+      index_score.assign(n, 0.f);
+      for (int64_t i = 0; i < n1 * d; ++i) q[i] = to_float(query[t * n1 * d + i]);
+      gemm(false, true, n1, n, d, q.data(), key_f.data() + spans.key_begin(b) * d, scores.data());
+      for (int64_t j = 0; j < n1; ++j) {
+        add_weighted_relu(index_score.data(), scores.data() + j * n, to_float(weights[t * n1 + j]), n);
+      }
 
-    const int64_t kept = std::min(k, n);
-    std::vector<int32_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    auto better = [&](int32_t a, int32_t c) { return ranks_before(index_score[a], a, index_score[c], c); };
-    std::partial_sort(order.begin(), order.begin() + kept, order.end(), better);
-    for (int64_t slot = 0; slot < k; ++slot) {
-      const bool used = slot < kept;
-      indices[t * k + slot] = used ? order[slot] : -1;
-      values[t * k + slot] = from_float<T>(used ? index_score[order[slot]] : 0.f);
+      const int64_t kept = std::min(k, n);
+      order.resize(n);
+      std::iota(order.begin(), order.end(), 0);
+      auto better = [&](int32_t a, int32_t c) { return ranks_before(index_score[a], a, index_score[c], c); };
+      // Partial sort: find the kept best in linear time, then order only those.
+      if (kept < n) std::nth_element(order.begin(), order.begin() + kept, order.end(), better);
+      std::sort(order.begin(), order.begin() + kept, better);
+      for (int64_t slot = 0; slot < k; ++slot) {
+        const bool used = slot < kept;
+        indices[t * k + slot] = used ? order[slot] : -1;
+        values[t * k + slot] = from_float<T>(used ? index_score[order[slot]] : 0.f);
+      }
     }
   });
 }

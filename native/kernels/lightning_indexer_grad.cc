@@ -19,6 +19,12 @@ void to_float_rows(const T* src, int64_t count, float* dst) {
   for (int64_t i = 0; i < count; ++i) dst[i] = to_float(src[i]);
 }
 
+// Per-task working buffers, sized once and reused for every token of the task: zero-filling and
+// faulting in megabytes per token cost as much as a GEMM.
+struct Scratch {
+  std::vector<float> dy_v, panel, q, scores, dq;
+};
+
 template <class T, class I>
 struct TokenGrad {
   const T *query, *dy, *weights;
@@ -29,9 +35,10 @@ struct TokenGrad {
   int sparse_mode;
   T *d_query, *d_weights;
 
-  void operator()(int64_t t, int64_t b, KeyRowGrads& out) const {
+  void operator()(int64_t t, int64_t b, KeyRowGrads& out, Scratch& scratch) const {
     const int64_t slots = counted_slots(spans, b, t - spans.query_begin(b), k, sparse_mode);
-    std::vector<float> dy_v;
+    std::vector<float>& dy_v = scratch.dy_v;
+    dy_v.clear();
     out.rows.clear();
     for (int64_t slot = 0; slot < slots; ++slot) {
       const int64_t index = static_cast<int64_t>(indices[t * k + slot]);
@@ -40,20 +47,26 @@ struct TokenGrad {
       dy_v.push_back(to_float(dy[t * k + slot]));
     }
     const int64_t n = static_cast<int64_t>(out.rows.size());
-    std::vector<float> panel(n * d), q(n1 * d), scores(n1 * n), dq(n1 * d);
-    for (int64_t v = 0; v < n; ++v) std::copy_n(key_f + out.rows[v] * d, d, panel.data() + v * d);
-    to_float_rows(query + t * n1 * d, n1 * d, q.data());
+    for (auto [buffer, size] : {std::pair{&scratch.panel, n * d},
+                                {&scratch.q, n1 * d},
+                                {&scratch.scores, n1 * n},
+                                {&scratch.dq, n1 * d}}) {
+      if (static_cast<int64_t>(buffer->size()) < size) buffer->resize(size);
+    }
+    float *panel = scratch.panel.data(), *q = scratch.q.data(), *scores = scratch.scores.data(),
+          *dq = scratch.dq.data();
+    for (int64_t v = 0; v < n; ++v) std::copy_n(key_f + out.rows[v] * d, d, panel + v * d);
+    to_float_rows(query + t * n1 * d, n1 * d, q);
 
-    gemm(false, true, n1, n, d, q.data(), panel.data(), scores.data());  // s = q . panel^T
-    for (int64_t j = 0; j < n1; ++j) {                                   // scores become g
-      const float dw =
-          relu_backward_row(scores.data() + j * n, dy_v.data(), to_float(weights[t * n1 + j]), n);
+    gemm(false, true, n1, n, d, q, panel, scores);  // s = q . panel^T
+    for (int64_t j = 0; j < n1; ++j) {              // scores become g
+      const float dw = relu_backward_row(scores + j * n, dy_v.data(), to_float(weights[t * n1 + j]), n);
       d_weights[t * n1 + j] = from_float<T>(dw);
     }
-    gemm(false, false, n1, d, n, scores.data(), panel.data(), dq.data());  // dq = g . panel
+    gemm(false, false, n1, d, n, scores, panel, dq);  // dq = g . panel
     for (int64_t i = 0; i < n1 * d; ++i) d_query[t * n1 * d + i] = from_float<T>(dq[i]);
     out.grads.resize(n * d);
-    gemm(true, false, n, d, n1, scores.data(), q.data(), out.grads.data());  // dkv = g^T . q
+    gemm(true, false, n, d, n1, scores, q, out.grads.data());  // dkv = g^T . q
   }
 };
 
@@ -81,10 +94,13 @@ void lightning_indexer_grad(const T* query, const T* key, const T* dy, const I* 
   std::vector<std::vector<std::pair<int64_t, int64_t>>> by_strip(strips);  // (token in chunk, slot)
   for (int64_t first = 0; first < tokens; first += chunk) {
     const int64_t count = std::min(chunk, tokens - first);
-    parallel.for_each(static_cast<size_t>(count), [&](size_t i) {
+    const size_t tasks = static_cast<size_t>(std::min<int64_t>(count, 64));
+    parallel.for_each(tasks, [&](size_t task) {
       single_threaded_blas();
-      const int64_t t = first + static_cast<int64_t>(i);
-      token_grad(t, batch[t], grads[i]);
+      Scratch scratch;
+      for (int64_t i = block_begin(task, tasks, count); i < block_begin(task + 1, tasks, count); ++i) {
+        token_grad(first + i, batch[first + i], grads[i], scratch);
+      }
     });
     for (auto& list : by_strip) list.clear();
     for (int64_t i = 0; i < count; ++i) {

@@ -1,9 +1,12 @@
 #include "kernels/sparse_rows.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <mutex>
+
+#include "kernels/row.h"
 
 namespace oao {
 
@@ -53,30 +56,63 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
                     ldb, 0.f, c, static_cast<blasint>(n));
 }
 
-// Plain loops, compiled for x86-64-v3 too: the loader picks the AVX2 copy where the CPU has it.
+// A plain loop, compiled for x86-64-v3 too: the loader picks the AVX2 copy where the CPU has it.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OAO_AVX2_CLONE __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define OAO_AVX2_CLONE
 #endif
 
-OAO_AVX2_CLONE float relu_backward_row(float* s, const float* dy, float weight, int64_t n) {
-  // Eight partial sums, added in a fixed order: the same result from either copy of the loop.
+float relu_backward_row_baseline(float* s, const float* dy, float weight, int64_t n) {
   float lanes[8] = {};
-  int64_t v = 0;
-  for (; v + 8 <= n; v += 8) {
-    for (int l = 0; l < 8; ++l) {
-      lanes[l] += std::max(s[v + l], 0.f) * dy[v + l];
-      s[v + l] = s[v + l] > 0.f ? weight * dy[v + l] : 0.f;
-    }
+  for (int64_t v = 0; v < n; ++v) {
+    lanes[v % 8] += std::max(s[v], 0.f) * dy[v];
+    s[v] = s[v] > 0.f ? weight * dy[v] : 0.f;
   }
   float sum = 0.f;
   for (float lane : lanes) sum += lane;
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float relu_backward_row_avx2(float* s, const float* dy, float weight,
+                                                                 int64_t n) {
+  const __m256 zero = _mm256_setzero_ps(), w = _mm256_set1_ps(weight);
+  __m256 acc = zero;
+  int64_t v = 0;
+  for (; v + 8 <= n; v += 8) {
+    const __m256 sv = _mm256_loadu_ps(s + v), dv = _mm256_loadu_ps(dy + v);
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_max_ps(zero, sv), dv));  // max(0, NaN) is NaN here
+    _mm256_storeu_ps(s + v, _mm256_and_ps(_mm256_cmp_ps(sv, zero, _CMP_GT_OQ), _mm256_mul_ps(w, dv)));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
   for (; v < n; ++v) {
-    sum += std::max(s[v], 0.f) * dy[v];
+    lanes[v % 8] += std::max(s[v], 0.f) * dy[v];
     s[v] = s[v] > 0.f ? weight * dy[v] : 0.f;
   }
+  float sum = 0.f;
+  for (float lane : lanes) sum += lane;
   return sum;
+}
+
+float relu_backward_row(float* s, const float* dy, float weight, int64_t n) {
+  return use_avx2() ? relu_backward_row_avx2(s, dy, weight, n) : relu_backward_row_baseline(s, dy, weight, n);
+}
+
+__attribute__((target("avx2,fma"))) void add_weighted_relu_avx2(float* acc, const float* scores, float weight,
+                                                                int64_t n) {
+  const __m256 zero = _mm256_setzero_ps(), w = _mm256_set1_ps(weight);
+  int64_t s = 0;
+  for (; s + 8 <= n; s += 8) {
+    const __m256 relu = _mm256_max_ps(zero, _mm256_loadu_ps(scores + s));  // NaN stays NaN
+    _mm256_storeu_ps(acc + s, _mm256_add_ps(_mm256_loadu_ps(acc + s), _mm256_mul_ps(w, relu)));
+  }
+  for (; s < n; ++s) acc[s] += weight * std::max(scores[s], 0.f);
+}
+
+void add_weighted_relu(float* acc, const float* scores, float weight, int64_t n) {
+  if (use_avx2()) return add_weighted_relu_avx2(acc, scores, weight, n);
+  for (int64_t s = 0; s < n; ++s) acc[s] += weight * std::max(scores[s], 0.f);
 }
 
 OAO_AVX2_CLONE void add_into(float* acc, const float* add, int64_t n) {

@@ -42,6 +42,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 // turns s into g[v] = weight dy[v] where s[v] > 0, else 0.
 float relu_backward_row(float* s, const float* dy, float weight, int64_t n);
 
+// acc[s] += weight * relu(scores[s]) for s in [0, n).
+void add_weighted_relu(float* acc, const float* scores, float weight, int64_t n);
+
 // acc[0, n) += add[0, n).
 void add_into(float* acc, const float* add, int64_t n);
 

@@ -34,37 +34,50 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
   for (int64_t i = 0; i < key_rows * d; ++i) key_f[i] = to_float(key[i]);
   const std::vector<int64_t> batch = spans.batch_of_tokens();
 
-  // Tasks take runs of tokens and reuse their buffers: zero-filling and faulting in megabytes per
-  // token would cost as much as the scoring GEMM.
+  // Tasks take runs of tokens and reuse their buffers (zero-filling and faulting in megabytes per
+  // token would cost as much as the GEMM). Up to kTile tokens of one batch are scored by one GEMM
+  // against the keys the last of them may see, so the key block is packed once per tile, not per
+  // token; earlier tokens ignore the columns past their own allowed keys.
+  constexpr int64_t kTile = 4;
   const int64_t tokens = spans.tokens();
   const size_t tasks = static_cast<size_t>(std::min<int64_t>(tokens, 64));
   parallel.for_each(tasks, [&](size_t task) {
     single_threaded_blas();
-    std::vector<float> q(n1 * d), scores, index_score;
+    std::vector<float> q, scores, index_score;
     std::vector<int32_t> order;
-    for (int64_t t = block_begin(task, tasks, tokens); t < block_begin(task + 1, tasks, tokens); ++t) {
-      const int64_t b = batch[t];
-      const int64_t n = allowed_keys(spans, b, t - spans.query_begin(b), sparse_mode);
-      if (static_cast<int64_t>(scores.size()) < n1 * n) scores.resize(n1 * n);
-      index_score.assign(n, 0.f);
-      for (int64_t i = 0; i < n1 * d; ++i) q[i] = to_float(query[t * n1 * d + i]);
-      gemm(false, true, n1, n, d, q.data(), key_f.data() + spans.key_begin(b) * d, scores.data());
-      for (int64_t j = 0; j < n1; ++j) {
-        add_weighted_relu(index_score.data(), scores.data() + j * n, to_float(weights[t * n1 + j]), n);
-      }
+    const int64_t task_end = block_begin(task + 1, tasks, tokens);
+    for (int64_t first = block_begin(task, tasks, tokens); first < task_end;) {
+      const int64_t b = batch[first];
+      const int64_t count = std::min({kTile, task_end - first, spans.query_end[b] - first});
+      const int64_t cols = allowed_keys(spans, b, first + count - 1 - spans.query_begin(b), sparse_mode);
+      q.resize(count * n1 * d);
+      if (static_cast<int64_t>(scores.size()) < count * n1 * cols) scores.resize(count * n1 * cols);
+      for (int64_t i = 0; i < count * n1 * d; ++i) q[i] = to_float(query[first * n1 * d + i]);
+      gemm(false, true, count * n1, cols, d, q.data(), key_f.data() + spans.key_begin(b) * d, scores.data());
 
-      const int64_t kept = std::min(k, n);
-      order.resize(n);
-      std::iota(order.begin(), order.end(), 0);
-      auto better = [&](int32_t a, int32_t c) { return ranks_before(index_score[a], a, index_score[c], c); };
-      // Partial sort: find the kept best in linear time, then order only those.
-      if (kept < n) std::nth_element(order.begin(), order.begin() + kept, order.end(), better);
-      std::sort(order.begin(), order.begin() + kept, better);
-      for (int64_t slot = 0; slot < k; ++slot) {
-        const bool used = slot < kept;
-        indices[t * k + slot] = used ? order[slot] : -1;
-        values[t * k + slot] = from_float<T>(used ? index_score[order[slot]] : 0.f);
+      for (int64_t t = first; t < first + count; ++t) {
+        const int64_t n = allowed_keys(spans, b, t - spans.query_begin(b), sparse_mode);
+        index_score.assign(n, 0.f);
+        const float* token_scores = scores.data() + (t - first) * n1 * cols;
+        for (int64_t j = 0; j < n1; ++j) {
+          add_weighted_relu(index_score.data(), token_scores + j * cols, to_float(weights[t * n1 + j]), n);
+        }
+        const int64_t kept = std::min(k, n);
+        order.resize(n);
+        std::iota(order.begin(), order.end(), 0);
+        auto better = [&](int32_t a, int32_t c) {
+          return ranks_before(index_score[a], a, index_score[c], c);
+        };
+        // Partial sort: find the kept best in linear time, then order only those.
+        if (kept < n) std::nth_element(order.begin(), order.begin() + kept, order.end(), better);
+        std::sort(order.begin(), order.begin() + kept, better);
+        for (int64_t slot = 0; slot < k; ++slot) {
+          const bool used = slot < kept;
+          indices[t * k + slot] = used ? order[slot] : -1;
+          values[t * k + slot] = from_float<T>(used ? index_score[order[slot]] : 0.f);
+        }
       }
+      first += count;
     }
   });
 }

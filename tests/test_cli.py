@@ -18,9 +18,11 @@ def test_demo_reports_agreement(tmp_path):
 
 def test_quick_bench_writes_every_case(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert main(["bench", "rms_norm", "rms_norm_grad", "--quick", "--threads", "1", "--json", str(out)]) == 0
+    names = ["rms_norm", "rms_norm_grad", "lightning_indexer_grad"]
+    assert main(["bench", *names, "--quick", "--threads", "1", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
-    assert {r["case"].split()[0] for r in rows} == {"RmsNorm", "RmsNormGrad"}
+    assert {r["case"].split()[0] for r in rows} == {"RmsNorm", "RmsNormGrad", "IndexerGrad"}
+    assert {r["roof"] for r in rows} == {"copy", "sgemm"}
     assert all(r["native_s"] > 0 and r["roof_fraction"] > 0 and r["speedup_vs_reference"] > 0 for r in rows)
     assert "RmsNormGrad 512x1024 bfloat16" in capsys.readouterr().out
 

@@ -20,7 +20,7 @@ struct bfloat16 {
 inline float to_float(float v) { return v; }
 
 inline float to_float(half v) {
-  _Float16 h;  // F16C turns this into vcvtph2ps in the vector clones
+  _Float16 h;  // a libgcc call on the plain paths; the AVX2 paths convert with F16C themselves
   std::memcpy(&h, &v.bits, sizeof h);
   return static_cast<float>(h);
 }

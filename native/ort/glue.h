@@ -4,7 +4,6 @@
 
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
-#include <onnxruntime_lite_custom_op.h>
 #undef ORT_API_MANUAL_INIT
 
 #include <algorithm>
@@ -21,9 +20,7 @@
 
 namespace oao {
 
-using Ort::Custom::Tensor;
 using Shape = std::vector<int64_t>;
-// Ops of either API; each is deleted as the type it was created as.
 using OpList = std::vector<std::shared_ptr<OrtCustomOp>>;
 
 inline constexpr const char* kCpu = "CPUExecutionProvider";
@@ -43,17 +40,7 @@ struct storage<Ort::BFloat16_t> {
 };
 template <class T>
 using storage_t = typename storage<T>::type;
-
-template <class T>
-const storage_t<T>* data_of(const Tensor<T>& t) {
-  static_assert(sizeof(storage_t<T>) == sizeof(T));
-  return reinterpret_cast<const storage_t<T>*>(t.Data());
-}
-
-template <class T>
-storage_t<T>* allocate(Tensor<T>& t, const Shape& shape) {
-  return reinterpret_cast<storage_t<T>*>(t.Allocate(shape));
-}
+static_assert(sizeof(half) == sizeof(Ort::Float16_t) && sizeof(bfloat16) == sizeof(Ort::BFloat16_t));
 
 template <class T>
 constexpr ONNXTensorElementDataType element_type() {

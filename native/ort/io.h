@@ -1,20 +1,22 @@
-// Ops with optional inputs or outputs. The lite API builds a tensor for every slot below the
-// node's input count and crashes on one the node passes as "" (an absent optional input), and
-// hands out outputs the node does not take. These ops declare their slots to ORT here and read
-// the kernel context themselves, through Io.
+// How every op meets ONNX Runtime: it declares its slots (name, element type, optional) and reads
+// the kernel context through Io. (ORT's lite API was the first choice, but it builds a tensor for
+// every input slot and crashes on one the node passes as "", required or optional, and hands out
+// outputs the node does not take; ORT does not check custom ops' required slots itself.)
 #pragma once
 
 #include <iterator>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ort/glue.h"
 
 namespace oao {
 
-// An input or output: its element type (UNDEFINED: any, checked by the kernel) and whether the
-// node may leave it out.
+// An input or output: its name (for errors), element type (UNDEFINED: any, checked by the kernel)
+// and whether the node may leave it out.
 struct Slot {
+  const char* name;
   ONNXTensorElementDataType type;
   bool optional = false;
 };
@@ -28,16 +30,16 @@ struct Input {
 
 class Io {
  public:
-  explicit Io(OrtKernelContext* ctx) : raw_(ctx), ctx_(ctx) {}
+  Io(OrtKernelContext* ctx, const char* op, const Slot* outputs)
+      : raw_(ctx), ctx_(ctx), op_(op), outputs_(outputs) {}
 
-  // Input i, or nothing when the node leaves the slot out or passes "".
+  // Input i, or nothing when the node leaves the slot out or passes "" (required inputs are
+  // checked before the kernel runs).
   template <class T>
   std::optional<Input<T>> input(size_t i) const {
-    if (i >= ctx_.GetInputCount()) return std::nullopt;
-    const Ort::ConstValue value = ctx_.GetInput(i);
-    if (value == nullptr) return std::nullopt;
-    return Input<T>{value.GetTensorTypeAndShapeInfo().GetShape(),
-                    reinterpret_cast<const storage_t<T>*>(value.GetTensorRawData())};
+    const auto value = untyped_input(i);
+    if (!value) return std::nullopt;
+    return Input<T>{value->shape, static_cast<const storage_t<T>*>(value->data)};
   }
 
   // Input i of an element type known only at run time (int32 or int64 indices, say).
@@ -47,19 +49,26 @@ class Io {
     const void* data;
   };
   std::optional<Untyped> untyped_input(size_t i) const {
-    if (i >= ctx_.GetInputCount()) return std::nullopt;
+    if (!has_input(i)) return std::nullopt;
     const Ort::ConstValue value = ctx_.GetInput(i);
-    if (value == nullptr) return std::nullopt;
     const auto info = value.GetTensorTypeAndShapeInfo();
     return Untyped{info.GetShape(), info.GetElementType(), value.GetTensorRawData()};
   }
 
-  // Output i allocated with `shape`, or null when the node does not take it.
+  bool has_input(size_t i) const { return i < ctx_.GetInputCount() && ctx_.GetInput(i) != nullptr; }
+
+  // Output i allocated with `shape`; null when the node does not take an optional output, an
+  // error when it leaves out a required one.
   template <class T>
   storage_t<T>* output(size_t i, const Shape& shape) const {
-    if (i >= ctx_.GetOutputCount()) return nullptr;
-    Ort::UnownedValue value = ctx_.GetOutput(i, shape);
-    return value == nullptr ? nullptr : reinterpret_cast<storage_t<T>*>(value.GetTensorMutableRawData());
+    Ort::UnownedValue value =
+        i < ctx_.GetOutputCount() ? ctx_.GetOutput(i, shape) : Ort::UnownedValue(nullptr);
+    if (value == nullptr) {
+      if (outputs_[i].optional) return nullptr;
+      throw Ort::Exception(std::string("output '") + outputs_[i].name + "' is required",
+                           ORT_INVALID_ARGUMENT);
+    }
+    return reinterpret_cast<storage_t<T>*>(value.GetTensorMutableRawData());
   }
 
   Parallel parallel() const { return parallel_of(raw_); }
@@ -67,14 +76,28 @@ class Io {
  private:
   OrtKernelContext* raw_;
   Ort::KernelContext ctx_;
+  const char* op_;
+  const Slot* outputs_;
 };
 
-// Kernel::Compute behind ORT's C entry point, exceptions turned into an error status.
+// Kernel::Compute behind ORT's C entry point: required inputs checked first, exceptions turned
+// into an error status.
 template <class Kernel>
 struct Entry : Kernel {
   using Kernel::Kernel;
   OrtStatusPtr ComputeV2(OrtKernelContext* ctx) {
-    return guarded(Kernel::kName, [&] { return Kernel::Compute(Io(ctx)); }).release();
+    return guarded(Kernel::kName,
+                   [&] {
+                     const Io io(ctx, Kernel::kName, Kernel::kOutputs);
+                     for (size_t i = 0; i < std::size(Kernel::kInputs); ++i) {
+                       if (!Kernel::kInputs[i].optional && !io.has_input(i)) {
+                         return op_error(Kernel::kName,
+                                         std::string("input '") + Kernel::kInputs[i].name + "' is required");
+                       }
+                     }
+                     return Kernel::Compute(io);
+                   })
+        .release();
   }
 };
 
@@ -105,5 +128,10 @@ struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
                          : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   }
 };
+
+template <class Kernel>
+void add_op(OpList& ops) {
+  ops.push_back(std::make_shared<DeclaredOp<Kernel>>());
+}
 
 }  // namespace oao

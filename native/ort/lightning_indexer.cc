@@ -11,9 +11,13 @@ struct IndexerKernel {
   static constexpr const char* kName = "LightningIndexer";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  // query, key, weights, actual_seq_lengths_query, actual_seq_lengths_key
-  static constexpr Slot kInputs[] = {{kT}, {kT}, {kT}, {kAny, true}, {kAny, true}};
-  static constexpr Slot kOutputs[] = {{ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32}, {kT}};  // sparse_indices, values
+  static constexpr Slot kInputs[] = {{"query", kT},
+                                     {"key", kT},
+                                     {"weights", kT},
+                                     {"actual_seq_lengths_query", kAny, true},
+                                     {"actual_seq_lengths_key", kAny, true}};
+  static constexpr Slot kOutputs[] = {{"sparse_indices", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+                                      {"sparse_values", kT}};
 
   explicit IndexerKernel(const OrtKernelInfo* info)
       : layout(string_attribute(info, "layout", "BSND")),
@@ -49,17 +53,12 @@ struct IndexerKernel {
   int64_t sparse_mode, sparse_count;
 };
 
-template <class T>
-void add(OpList& ops) {
-  ops.push_back(std::make_shared<DeclaredOp<IndexerKernel<T>>>());
-}
-
 }  // namespace
 
 void add_lightning_indexer_cpu(OpList& ops) {
-  add<float>(ops);
-  add<Ort::Float16_t>(ops);
-  add<Ort::BFloat16_t>(ops);
+  add_op<IndexerKernel<float>>(ops);
+  add_op<IndexerKernel<Ort::Float16_t>>(ops);
+  add_op<IndexerKernel<Ort::BFloat16_t>>(ops);
 }
 
 }  // namespace oao

@@ -11,9 +11,14 @@ struct IndexerGradKernel {
   static constexpr const char* kName = "LightningIndexerGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  // query, key, dy, sparse_indices, weights, actual_seq_lengths_query, actual_seq_lengths_key
-  static constexpr Slot kInputs[] = {{kT}, {kT}, {kT}, {kAny}, {kT}, {kAny, true}, {kAny, true}};
-  static constexpr Slot kOutputs[] = {{kT}, {kT}, {kT}};  // d_query, d_key, d_weights
+  static constexpr Slot kInputs[] = {{"query", kT},
+                                     {"key", kT},
+                                     {"dy", kT},
+                                     {"sparse_indices", kAny},
+                                     {"weights", kT},
+                                     {"actual_seq_lengths_query", kAny, true},
+                                     {"actual_seq_lengths_key", kAny, true}};
+  static constexpr Slot kOutputs[] = {{"d_query", kT}, {"d_key", kT}, {"d_weights", kT}};
 
   // pre_tokens, next_tokens and deterministic are accepted and change nothing, as in aclnn (and
   // the CPU results are deterministic anyway).
@@ -68,17 +73,12 @@ struct IndexerGradKernel {
   std::optional<int64_t> head_num;
 };
 
-template <class T>
-void add(OpList& ops) {
-  ops.push_back(std::make_shared<DeclaredOp<IndexerGradKernel<T>>>());
-}
-
 }  // namespace
 
 void add_lightning_indexer_grad_cpu(OpList& ops) {
-  add<float>(ops);
-  add<Ort::Float16_t>(ops);
-  add<Ort::BFloat16_t>(ops);
+  add_op<IndexerGradKernel<float>>(ops);
+  add_op<IndexerGradKernel<Ort::Float16_t>>(ops);
+  add_op<IndexerGradKernel<Ort::BFloat16_t>>(ops);
 }
 
 }  // namespace oao

@@ -6,41 +6,35 @@
 namespace oao {
 namespace {
 
-constexpr const char* kOp = "RmsNorm";
-
 template <class T, class TG>
 struct RmsNormKernel {
-  RmsNormKernel(const OrtApi*, const OrtKernelInfo* info)
-      : epsilon(float_attribute(info, "epsilon", 1e-6f)) {}
+  static constexpr const char* kName = "RmsNorm";
+  static constexpr Slot kInputs[] = {{"x", element_type<T>()}, {"gamma", element_type<TG>()}};
+  static constexpr Slot kOutputs[] = {{"y", element_type<T>()},
+                                      {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
 
-  Ort::Status Compute(OrtKernelContext* ctx, const Tensor<T>& x, const Tensor<TG>& gamma, Tensor<T>& y,
-                      Tensor<float>& rstd) {
+  explicit RmsNormKernel(const OrtKernelInfo* info) : epsilon(float_attribute(info, "epsilon", 1e-6f)) {}
+
+  Ort::Status Compute(const Io& io) const {
     if constexpr (!allowed_pair<T, TG>()) {
-      return pair_error<T, TG>(kOp);
+      return pair_error<T, TG>(kName);
     } else {
-      return guarded(kOp, [&] {
-        NormGeometry g;
-        if (auto status = norm_geometry(kOp, x.Shape(), gamma.Shape(), g); !status.IsOK()) return status;
-        auto* y_data = allocate(y, x.Shape());
-        auto* rstd_data = rstd.Allocate(rstd_shape(x.Shape(), g.n));
-        rms_norm(data_of(x), data_of(gamma), epsilon, y_data, rstd_data, g.rows, g.cols, parallel_of(ctx));
-        return Ort::Status(nullptr);
-      });
+      const auto x = *io.input<T>(0);
+      const auto gamma = *io.input<TG>(1);
+      NormGeometry g;
+      if (auto status = norm_geometry(kName, x.shape, gamma.shape, g); !status.IsOK()) return status;
+      auto* y = io.output<T>(0, x.shape);
+      auto* rstd = io.output<float>(1, rstd_shape(x.shape, g.n));
+      rms_norm(x.data, gamma.data, epsilon, y, rstd, g.rows, g.cols, io.parallel());
+      return Ort::Status(nullptr);
     }
   }
 
   float epsilon;
 };
 
-template <class T, class TG>
-struct AddRmsNorm {
-  void operator()(OpList& ops) {
-    ops.emplace_back(Ort::Custom::CreateLiteCustomOp<RmsNormKernel<T, TG>>(kOp, kCpu));
-  }
-};
-
 }  // namespace
 
-void add_rms_norm_cpu(OpList& ops) { add_all_pairs<AddRmsNorm>(ops); }
+void add_rms_norm_cpu(OpList& ops) { add_all_pairs<RmsNormKernel>(ops); }
 
 }  // namespace oao

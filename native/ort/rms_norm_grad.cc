@@ -27,35 +27,37 @@ Ort::Status check_inputs(const Shape& dy, const Shape& x, const Shape& rstd, con
 }
 
 template <class T, class TG>
-Ort::Status RmsNormGrad(OrtKernelContext* ctx, const Tensor<T>& dy, const Tensor<T>& x,
-                        const Tensor<float>& rstd, const Tensor<TG>& gamma, Tensor<T>& dx,
-                        Tensor<float>& dgamma) {
-  if constexpr (!allowed_pair<T, TG>()) {
-    return pair_error<T, TG>(kOp);
-  } else {
-    return guarded(kOp, [&] {
-      NormGeometry g;
-      if (auto status = check_inputs(dy.Shape(), x.Shape(), rstd.Shape(), gamma.Shape(), g); !status.IsOK()) {
-        return status;
-      }
-      auto* dx_data = allocate(dx, x.Shape());
-      auto* dgamma_data = dgamma.Allocate(gamma.Shape());
-      rms_norm_grad(data_of(dy), data_of(x), rstd.Data(), data_of(gamma), dx_data, dgamma_data, g.rows,
-                    g.cols, parallel_of(ctx));
-      return Ort::Status(nullptr);
-    });
-  }
-}
+struct RmsNormGradKernel {
+  static constexpr const char* kName = kOp;
+  static constexpr Slot kInputs[] = {{"dy", element_type<T>()},
+                                     {"x", element_type<T>()},
+                                     {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+                                     {"gamma", element_type<TG>()}};
+  static constexpr Slot kOutputs[] = {{"dx", element_type<T>()},
+                                      {"dgamma", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
 
-template <class T, class TG>
-struct AddRmsNormGrad {
-  void operator()(OpList& ops) {
-    ops.emplace_back(Ort::Custom::CreateLiteCustomOp(kOp, kCpu, RmsNormGrad<T, TG>));
+  explicit RmsNormGradKernel(const OrtKernelInfo*) {}
+
+  Ort::Status Compute(const Io& io) const {
+    if constexpr (!allowed_pair<T, TG>()) {
+      return pair_error<T, TG>(kOp);
+    } else {
+      const auto dy = *io.input<T>(0), x = *io.input<T>(1);
+      const auto rstd = *io.input<float>(2);
+      const auto gamma = *io.input<TG>(3);
+      NormGeometry g;
+      if (auto status = check_inputs(dy.shape, x.shape, rstd.shape, gamma.shape, g); !status.IsOK())
+        return status;
+      auto* dx = io.output<T>(0, x.shape);
+      auto* dgamma = io.output<float>(1, gamma.shape);
+      rms_norm_grad(dy.data, x.data, rstd.data, gamma.data, dx, dgamma, g.rows, g.cols, io.parallel());
+      return Ort::Status(nullptr);
+    }
   }
 };
 
 }  // namespace
 
-void add_rms_norm_grad_cpu(OpList& ops) { add_all_pairs<AddRmsNormGrad>(ops); }
+void add_rms_norm_grad_cpu(OpList& ops) { add_all_pairs<RmsNormGradKernel>(ops); }
 
 }  // namespace oao

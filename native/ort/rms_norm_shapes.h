@@ -2,7 +2,7 @@
 // gamma.shape == x.shape[n:], n = rank(x) - rank(gamma)).
 #pragma once
 
-#include "ort/glue.h"
+#include "ort/io.h"
 
 namespace oao {
 
@@ -22,16 +22,16 @@ Ort::Status pair_error(const char* op) {
                       "(float16, float32), (bfloat16, bfloat16), (bfloat16, float32)");
 }
 
-// Calls Add<T, TG>{}(ops) for T, TG in {float32, float16, bfloat16}. Give each op's Add its own
-// name: functors all called Add in anonymous namespaces of different files mangle alike, and the
-// linker then keeps one instantiation of this template for all of them.
-template <template <class, class> class Add>
+// Registers Kernel<T, TG> for T, TG in {float32, float16, bfloat16}. Each op's kernel template
+// needs its own name: templates of one name in anonymous namespaces of different files mangle
+// alike here, and the linker then keeps one instantiation of this function for all of them.
+template <template <class, class> class Kernel>
 void add_all_pairs(OpList& ops) {
   using F16 = Ort::Float16_t;
   using BF16 = Ort::BFloat16_t;
-  Add<float, float>{}(ops), Add<float, F16>{}(ops), Add<float, BF16>{}(ops);
-  Add<F16, float>{}(ops), Add<F16, F16>{}(ops), Add<F16, BF16>{}(ops);
-  Add<BF16, float>{}(ops), Add<BF16, F16>{}(ops), Add<BF16, BF16>{}(ops);
+  add_op<Kernel<float, float>>(ops), add_op<Kernel<float, F16>>(ops), add_op<Kernel<float, BF16>>(ops);
+  add_op<Kernel<F16, float>>(ops), add_op<Kernel<F16, F16>>(ops), add_op<Kernel<F16, BF16>>(ops);
+  add_op<Kernel<BF16, float>>(ops), add_op<Kernel<BF16, F16>>(ops), add_op<Kernel<BF16, BF16>>(ops);
 }
 
 struct NormGeometry {

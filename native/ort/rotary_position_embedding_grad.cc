@@ -11,8 +11,8 @@ template <class T>
 struct RopeGradKernel {
   static constexpr const char* kName = "RotaryPositionEmbeddingGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{kT}, {kT}, {kT}, {kT, true}};   // dy, cos, sin, x
-  static constexpr Slot kOutputs[] = {{kT}, {kT, true}, {kT, true}};  // dx, dcos, dsin
+  static constexpr Slot kInputs[] = {{"dy", kT}, {"cos", kT}, {"sin", kT}, {"x", kT, true}};
+  static constexpr Slot kOutputs[] = {{"dx", kT}, {"dcos", kT, true}, {"dsin", kT, true}};
 
   explicit RopeGradKernel(const OrtKernelInfo* info) : mode(int_attribute(info, "mode", 0)) {}
 
@@ -43,17 +43,12 @@ struct RopeGradKernel {
   int64_t mode;
 };
 
-template <class T>
-void add(OpList& ops) {
-  ops.push_back(std::make_shared<DeclaredOp<RopeGradKernel<T>>>());
-}
-
 }  // namespace
 
 void add_rotary_position_embedding_grad_cpu(OpList& ops) {
-  add<float>(ops);
-  add<Ort::Float16_t>(ops);
-  add<Ort::BFloat16_t>(ops);
+  add_op<RopeGradKernel<float>>(ops);
+  add_op<RopeGradKernel<Ort::Float16_t>>(ops);
+  add_op<RopeGradKernel<Ort::BFloat16_t>>(ops);
 }
 
 }  // namespace oao

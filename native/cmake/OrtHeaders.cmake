@@ -1,7 +1,7 @@
 # Finds ONNX Runtime's C/C++ headers, which the onnxruntime wheel does not ship.
 # Order: ORT_INCLUDE_DIR (cache or environment), the system, then Debian's libonnxruntime-dev
 # fetched into the build tree with a private apt configuration (no root, no change to the system).
-set(_ort_probe onnxruntime_lite_custom_op.h)
+set(_ort_probe onnxruntime_cxx_api.h)
 
 if(NOT ORT_INCLUDE_DIR AND DEFINED ENV{ORT_INCLUDE_DIR})
   set(ORT_INCLUDE_DIR "$ENV{ORT_INCLUDE_DIR}")

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -107,14 +108,29 @@ Ort::Status guarded(const char* op, F&& body) noexcept {
   }
 }
 
-// Optional float attribute; ORT leaves defaults to the kernel for custom ops.
-inline float float_attribute(const OrtKernelInfo* info, const char* name, float fallback) {
-  float value = fallback;
-  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_float(info, name, &value)) {
-    Ort::GetApi().ReleaseStatus(status);
-    return fallback;
+// An attribute the node may leave out: ORT leaves custom ops' defaults to the kernel.
+template <class T>
+std::optional<T> attribute(const OrtKernelInfo* info, const char* name) {
+  const OrtApi& api = Ort::GetApi();
+  T value{};
+  OrtStatus* status = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    status = api.KernelInfoGetAttribute_float(info, name, &value);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    status = api.KernelInfoGetAttribute_int64(info, name, &value);
+  } else {
+    static_assert(std::is_same_v<T, std::string>);
+    size_t size = 0;  // the first call asks for the size, NUL included
+    status = api.KernelInfoGetAttribute_string(info, name, nullptr, &size);
+    if (status == nullptr) {
+      value.resize(size);
+      status = api.KernelInfoGetAttribute_string(info, name, value.data(), &size);
+      value.resize(size > 0 ? size - 1 : 0);
+    }
   }
-  return value;
+  if (status == nullptr) return value;
+  api.ReleaseStatus(status);
+  return std::nullopt;
 }
 
 }  // namespace oao

@@ -20,9 +20,9 @@ struct IndexerKernel {
                                       {"sparse_values", kT}};
 
   explicit IndexerKernel(const OrtKernelInfo* info)
-      : layout(string_attribute(info, "layout", "BSND")),
-        sparse_mode(optional_int_attribute(info, "sparse_mode").value_or(3)),
-        sparse_count(optional_int_attribute(info, "sparse_count").value_or(2048)) {}
+      : layout(attribute<std::string>(info, "layout").value_or("BSND")),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
+        sparse_count(attribute<int64_t>(info, "sparse_count").value_or(2048)) {}
 
   Ort::Status Compute(const Io& io) const {
     const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);

@@ -23,9 +23,9 @@ struct IndexerGradKernel {
   // pre_tokens, next_tokens and deterministic are accepted and change nothing, as in aclnn (and
   // the CPU results are deterministic anyway).
   explicit IndexerGradKernel(const OrtKernelInfo* info)
-      : layout(string_attribute(info, "layout", "BSND")),
-        sparse_mode(optional_int_attribute(info, "sparse_mode").value_or(3)),
-        head_num(optional_int_attribute(info, "head_num")) {}
+      : layout(attribute<std::string>(info, "layout").value_or("BSND")),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
+        head_num(attribute<int64_t>(info, "head_num")) {}
 
   Ort::Status Compute(const Io& io) const {
     const auto query = *io.input<T>(0), key = *io.input<T>(1), dy = *io.input<T>(2),

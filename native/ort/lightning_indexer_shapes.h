@@ -12,28 +12,6 @@
 
 namespace oao {
 
-inline std::string string_attribute(const OrtKernelInfo* info, const char* name,
-                                    const std::string& fallback) {
-  size_t size = 0;
-  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_string(info, name, nullptr, &size)) {
-    Ort::GetApi().ReleaseStatus(status);
-    return fallback;
-  }
-  std::string value(size, '\0');
-  Ort::ThrowOnError(Ort::GetApi().KernelInfoGetAttribute_string(info, name, value.data(), &size));
-  value.resize(size > 0 ? size - 1 : 0);  // size counts the terminating NUL
-  return value;
-}
-
-inline std::optional<int64_t> optional_int_attribute(const OrtKernelInfo* info, const char* name) {
-  int64_t value = 0;
-  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)) {
-    Ort::GetApi().ReleaseStatus(status);
-    return std::nullopt;
-  }
-  return value;
-}
-
 // Geometry of one call: batch spans, heads, head dim and top-k width.
 struct IndexerShape {
   TokenSpans spans;

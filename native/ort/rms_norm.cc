@@ -13,7 +13,8 @@ struct RmsNormKernel {
   static constexpr Slot kOutputs[] = {{"y", element_type<T>()},
                                       {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
 
-  explicit RmsNormKernel(const OrtKernelInfo* info) : epsilon(float_attribute(info, "epsilon", 1e-6f)) {}
+  explicit RmsNormKernel(const OrtKernelInfo* info)
+      : epsilon(attribute<float>(info, "epsilon").value_or(1e-6f)) {}
 
   Ort::Status Compute(const Io& io) const {
     if constexpr (!allowed_pair<T, TG>()) {

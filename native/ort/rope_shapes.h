@@ -6,15 +6,6 @@
 
 namespace oao {
 
-inline int64_t int_attribute(const OrtKernelInfo* info, const char* name, int64_t fallback) {
-  int64_t value = fallback;
-  if (OrtStatus* status = Ort::GetApi().KernelInfoGetAttribute_int64(info, name, &value)) {
-    Ort::GetApi().ReleaseStatus(status);
-    return fallback;
-  }
-  return value;
-}
-
 // Checks the rules for `data` (dy, or the forward's x) of shape `shape` against cos and sin. cos
 // has data's rank, as in every aclnn layout (BNSD with 11SD, ..., TND with T1D).
 inline Ort::Status check_rope(const char* op, const char* data_name, const Shape& shape, const Shape& cos,

@@ -14,7 +14,7 @@ struct RopeKernel {
   static constexpr Slot kInputs[] = {{"x", kT}, {"cos", kT}, {"sin", kT}};
   static constexpr Slot kOutputs[] = {{"y", kT}};
 
-  explicit RopeKernel(const OrtKernelInfo* info) : mode(int_attribute(info, "mode", 0)) {}
+  explicit RopeKernel(const OrtKernelInfo* info) : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
 
   Ort::Status Compute(const Io& io) const {
     const auto x = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);

@@ -14,7 +14,7 @@ struct RopeGradKernel {
   static constexpr Slot kInputs[] = {{"dy", kT}, {"cos", kT}, {"sin", kT}, {"x", kT, true}};
   static constexpr Slot kOutputs[] = {{"dx", kT}, {"dcos", kT, true}, {"dsin", kT, true}};
 
-  explicit RopeGradKernel(const OrtKernelInfo* info) : mode(int_attribute(info, "mode", 0)) {}
+  explicit RopeGradKernel(const OrtKernelInfo* info) : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
 
   Ort::Status Compute(const Io& io) const {
     const auto dy = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);

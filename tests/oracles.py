@@ -75,6 +75,13 @@ ROPE_LAYOUTS = [
 ROPE_MODES = [0, 1, 2, 3]  # half, interleave, quarter, interleave-half
 
 
+def rope_inputs(rng, layout, t, *names):
+    """Random inputs `names` (x, dy: the data shape; cos, sin: the table shape) for a layout."""
+    _, data_shape, table_shape = layout
+    shapes = {"x": data_shape, "dy": data_shape, "cos": table_shape, "sin": table_shape}
+    return {name: rng.standard_normal(shapes[name]).astype(t) for name in names}
+
+
 def _halves(a):
     return np.split(a, 2, axis=-1)
 

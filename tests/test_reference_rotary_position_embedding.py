@@ -18,6 +18,7 @@ from oracles import (
     TOL,
     assert_close,
     rope_grad_oracle,
+    rope_inputs,
     rope_oracle,
 )
 from ort_ascend_ops.reference.model import make_op_model
@@ -39,12 +40,6 @@ GRAD_CASES = [
 ]
 
 
-def _inputs(rng, layout, t, *names):
-    _, data_shape, table_shape = layout
-    shapes = {"x": data_shape, "dy": data_shape, "cos": table_shape, "sin": table_shape}
-    return {name: rng.standard_normal(shapes[name]).astype(t) for name in names}
-
-
 def _check_dtypes(engine, outputs, t):
     if engine != "ort":  # ORT outputs went through a Cast to float32
         assert all(np.asarray(o).dtype == t for o in outputs)
@@ -54,7 +49,7 @@ def _check_dtypes(engine, outputs, t):
 @pytest.mark.parametrize("mode", ROPE_MODES)
 @pytest.mark.parametrize("layout, t", CASES, ids=CASE_IDS)
 def test_rope(engine, mode, layout, t, rng):
-    inputs = _inputs(rng, layout, t, "x", "cos", "sin")
+    inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
     (y,) = run(engine, "RotaryPositionEmbedding", inputs, {"mode": mode})
     assert_close(y, rope_oracle(**inputs, mode=mode), TOL[t])
     _check_dtypes(engine, [y], t)
@@ -63,7 +58,7 @@ def test_rope(engine, mode, layout, t, rng):
 @pytest.mark.parametrize("mode", ROPE_MODES)
 @pytest.mark.parametrize("engine, layout, t", GRAD_CASES)
 def test_rope_grad(engine, mode, layout, t, rng):
-    inputs = _inputs(rng, layout, t, "dy", "cos", "sin", "x")
+    inputs = rope_inputs(rng, layout, t, "dy", "cos", "sin", "x")
     outputs = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     for out, ref in zip(outputs, rope_grad_oracle(**inputs, mode=mode), strict=True):
         assert_close(out, ref, TOL[t])
@@ -75,7 +70,7 @@ def test_rope_grad(engine, mode, layout, t, rng):
 @pytest.mark.parametrize("t", [F32, F16, BF16], ids=str)
 def test_rope_grad_without_x(engine, mode, t, rng):
     """The node has no x and produces dx alone."""
-    inputs = _inputs(rng, ROPE_LAYOUTS[0], t, "dy", "cos", "sin")
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], t, "dy", "cos", "sin")
     (dx,) = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     assert_close(dx, rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[t])
 
@@ -84,7 +79,7 @@ def test_ort_refuses_bfloat16_with_x(rng):
     # The reference function tests for x with OptionalHasElement, which takes no bfloat16 before
     # opset 28, so ONNX Runtime refuses to inline it for a bfloat16 node that passes x. Without
     # x it runs (test_rope_grad_without_x); with x, bfloat16 needs the native kernels.
-    inputs = _inputs(rng, ROPE_LAYOUTS[0], BF16, "dy", "cos", "sin", "x")
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], BF16, "dy", "cos", "sin", "x")
     with pytest.raises(ort.capi.onnxruntime_pybind11_state.Fail, match="OptionalHasElement"):
         run("ort", "RotaryPositionEmbeddingGrad", inputs, {})
 
@@ -92,7 +87,7 @@ def test_ort_refuses_bfloat16_with_x(rng):
 @pytest.mark.parametrize("engine", ENGINES)
 def test_rope_grad_dx_only_with_x(engine, rng):
     """x is given but dcos and dsin are not asked for."""
-    inputs = _inputs(rng, ROPE_LAYOUTS[0], F32, "dy", "cos", "sin", "x")
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "dy", "cos", "sin", "x")
     (dx,) = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": 1}, outputs=["dx"])
     assert_close(dx, rope_grad_oracle(**inputs, mode=1)[0], TOL[F32])
 
@@ -103,10 +98,10 @@ def test_rope_grad_dx_only_with_x(engine, rng):
 )
 def test_rope_empty(engine, data_shape, table_shape, rng):
     layout = ("empty", data_shape, table_shape)
-    inputs = _inputs(rng, layout, F32, "x", "cos", "sin")
+    inputs = rope_inputs(rng, layout, F32, "x", "cos", "sin")
     (y,) = run(engine, "RotaryPositionEmbedding", inputs, {"mode": 3})
     assert np.asarray(y).shape == data_shape
-    inputs = _inputs(rng, layout, F32, "dy", "cos", "sin", "x")
+    inputs = rope_inputs(rng, layout, F32, "dy", "cos", "sin", "x")
     dx, dcos, dsin = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": 3})
     assert np.asarray(dx).shape == data_shape
     np.testing.assert_array_equal(dcos, np.zeros(table_shape))
@@ -136,7 +131,7 @@ def _session(op_name, inputs, mode):
 def test_rope_grad_matches_finite_differences(mode, rng):
     # L = sum(y * dy) is linear in each of x, cos and sin, so a central difference is exact up to
     # float32 rounding: (L(a + h v) - L(a - h v)) / 2h = <dL/da, v>.
-    inputs = _inputs(rng, ROPE_LAYOUTS[0], F32, "x", "cos", "sin")
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "x", "cos", "sin")
     dy = rng.standard_normal(inputs["x"].shape).astype(np.float32)
     forward = _session("RotaryPositionEmbedding", inputs, mode)
     grads = _session("RotaryPositionEmbeddingGrad", {"dy": dy, **inputs}, mode)(dy=dy, **inputs)

@@ -6,16 +6,10 @@ import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from harness import bits, run_op, run_raw
-from oracles import BF16, F16, F32, ROPE_LAYOUTS, ROPE_MODES, TOL, assert_close, rope_oracle
+from oracles import BF16, F16, F32, ROPE_LAYOUTS, ROPE_MODES, TOL, assert_close, rope_inputs, rope_oracle
 
 DTYPES = [F32, F16, BF16]
 ODD_D = [("BSND-1S1D-D12", (2, 5, 3, 12), (1, 5, 1, 12))]
-
-
-def inputs_for(rng, layout, t):
-    _, data_shape, table_shape = layout
-    shapes = {"x": data_shape, "cos": table_shape, "sin": table_shape}
-    return {name: rng.standard_normal(shape).astype(t) for name, shape in shapes.items()}
 
 
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
@@ -24,7 +18,7 @@ def inputs_for(rng, layout, t):
 def test_native_matches_oracle(layout, mode, t, rng):
     if mode == 2 and layout[1][-1] % 4:
         pytest.skip("mode 2 needs D % 4 == 0")
-    inputs = inputs_for(rng, layout, t)
+    inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
     (y,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode})
     assert y.dtype == t
     assert_close(y, rope_oracle(**inputs, mode=mode), TOL[t])
@@ -32,7 +26,7 @@ def test_native_matches_oracle(layout, mode, t, rng):
 
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_native_and_inlined_reference_agree(mode, rng):
-    inputs = inputs_for(rng, ROPE_LAYOUTS[3], F32)
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[3], F32, "x", "cos", "sin")
     (native,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode}, native=True)
     (inlined,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode}, native=False)
     assert_close(native, inlined.astype(np.float64), TOL[F32])
@@ -40,7 +34,7 @@ def test_native_and_inlined_reference_agree(mode, rng):
 
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
 def test_bit_identical_for_any_thread_count(t, rng):
-    inputs = inputs_for(rng, ("BSND", (3, 64, 5, 32), (1, 64, 1, 32)), t)
+    inputs = rope_inputs(rng, ("BSND", (3, 64, 5, 32), (1, 64, 1, 32)), t, "x", "cos", "sin")
     runs = [run_op("RotaryPositionEmbedding", inputs, {"mode": 1}, threads=n) for n in (1, 2, 3)]
     assert bits(runs[1][0]) == bits(runs[0][0]) == bits(runs[2][0])
 

@@ -23,6 +23,7 @@ from oracles import (
     TOL,
     assert_close,
     rope_grad_oracle,
+    rope_inputs,
 )
 
 DTYPES = [F32, F16, BF16]
@@ -32,19 +33,13 @@ SUM_TOL = {F32: 1e-5, F16: 4e-3, BF16: 2e-2}
 ODD_D = [("BSND-1S1D-D12", (2, 5, 3, 12), (1, 5, 1, 12))]
 
 
-def inputs_for(rng, layout, t, with_x=True):
-    _, data_shape, table_shape = layout
-    names = {"dy": data_shape, "cos": table_shape, "sin": table_shape} | ({"x": data_shape} if with_x else {})
-    return {name: rng.standard_normal(shape).astype(t) for name, shape in names.items()}
-
-
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("mode", ROPE_MODES)
 @pytest.mark.parametrize("layout", ROPE_LAYOUTS + ODD_D, ids=lambda layout: layout[0])
 def test_native_matches_oracle(layout, mode, t, rng):
     if mode == 2 and layout[1][-1] % 4:
         pytest.skip("mode 2 needs D % 4 == 0")
-    inputs = inputs_for(rng, layout, t)
+    inputs = rope_inputs(rng, layout, t, "dy", "cos", "sin", "x")
     dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     dx_ref, dcos_ref, dsin_ref = rope_grad_oracle(**inputs, mode=mode)
     assert dx.dtype == dcos.dtype == dsin.dtype == t
@@ -56,7 +51,7 @@ def test_native_matches_oracle(layout, mode, t, rng):
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_without_x_only_dx(mode, t, rng):
-    inputs = inputs_for(rng, ROPE_LAYOUTS[3], t, with_x=False)
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[3], t, "dy", "cos", "sin")
     outputs = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     assert len(outputs) == 1
     assert_close(outputs[0], rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[t])
@@ -64,7 +59,7 @@ def test_without_x_only_dx(mode, t, rng):
 
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_native_and_inlined_reference_agree(mode, rng):
-    inputs = inputs_for(rng, ROPE_LAYOUTS[3], F32)
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[3], F32, "dy", "cos", "sin", "x")
     native = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, native=True)
     inlined = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, native=False)
     for out, ref in zip(native, inlined, strict=True):
@@ -84,7 +79,7 @@ def test_seed_example():
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_backward_matches_finite_differences_of_forward(mode, rng):
     """<dx, u> + <dcos, v> + <dsin, w> against central differences of L = sum(RoPE(x, cos, sin) * dy)."""
-    inputs = inputs_for(rng, ROPE_LAYOUTS[0], F32)
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "dy", "cos", "sin", "x")
     dy = inputs.pop("dy")
     dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", {"dy": dy} | inputs, {"mode": mode})
 
@@ -109,7 +104,7 @@ def test_backward_matches_finite_differences_of_forward(mode, rng):
     ids=["few cos rows", "one cos row", "no broadcast"],
 )
 def test_bit_identical_for_any_thread_count(table_shape, t, rng):
-    inputs = inputs_for(rng, ("BSND", (3, 64, 5, 32), table_shape), t)
+    inputs = rope_inputs(rng, ("BSND", (3, 64, 5, 32), table_shape), t, "dy", "cos", "sin", "x")
     runs = [run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": 0}, threads=n) for n in (1, 2, 3, 1)]
     for other in runs[1:]:
         assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
@@ -139,7 +134,7 @@ def ones(shape, dtype=np.float32):
     return np.ones(shape, dtype)
 
 
-def rope_inputs(d=8, cos_shape=None, x_shape=None, sin_shape=None):
+def ones_inputs(d=8, cos_shape=None, x_shape=None, sin_shape=None):
     cos_shape = cos_shape or (1, 5, 1, d)
     return {
         "dy": ones((2, 5, 3, d)),
@@ -150,17 +145,17 @@ def rope_inputs(d=8, cos_shape=None, x_shape=None, sin_shape=None):
 
 
 BAD_INPUTS = [
-    ("odd D in mode 0", rope_inputs(d=7), 0, "must be even in modes 0, 1 and 3"),
-    ("odd D in mode 1", rope_inputs(d=7), 1, "must be even in modes 0, 1 and 3"),
-    ("odd D in mode 3", rope_inputs(d=7), 3, "must be even in modes 0, 1 and 3"),
-    ("D=6 in mode 2", rope_inputs(d=6), 2, "a multiple of 4 in mode 2"),
-    ("mode 4", rope_inputs(), 4, "attribute 'mode' is 4"),
-    ("mode -1", rope_inputs(), -1, "attribute 'mode' is -1"),
-    ("cos and sin differ", rope_inputs(sin_shape=(2, 5, 1, 8)), 0, "must have the same shape"),
-    ("cos not broadcastable", rope_inputs(cos_shape=(1, 4, 1, 8)), 0, "broadcast to it unchanged"),
-    ("last axis broadcast", rope_inputs(cos_shape=(1, 5, 1, 1)), 0, "the last axis never broadcast"),
-    ("cos of lower rank", rope_inputs(cos_shape=(5, 1, 8)), 0, "must have the rank"),
-    ("x of another shape", rope_inputs(x_shape=(2, 5, 2, 8)), 0, "input 'x'"),
+    ("odd D in mode 0", ones_inputs(d=7), 0, "must be even in modes 0, 1 and 3"),
+    ("odd D in mode 1", ones_inputs(d=7), 1, "must be even in modes 0, 1 and 3"),
+    ("odd D in mode 3", ones_inputs(d=7), 3, "must be even in modes 0, 1 and 3"),
+    ("D=6 in mode 2", ones_inputs(d=6), 2, "a multiple of 4 in mode 2"),
+    ("mode 4", ones_inputs(), 4, "attribute 'mode' is 4"),
+    ("mode -1", ones_inputs(), -1, "attribute 'mode' is -1"),
+    ("cos and sin differ", ones_inputs(sin_shape=(2, 5, 1, 8)), 0, "must have the same shape"),
+    ("cos not broadcastable", ones_inputs(cos_shape=(1, 4, 1, 8)), 0, "broadcast to it unchanged"),
+    ("last axis broadcast", ones_inputs(cos_shape=(1, 5, 1, 1)), 0, "the last axis never broadcast"),
+    ("cos of lower rank", ones_inputs(cos_shape=(5, 1, 8)), 0, "must have the rank"),
+    ("x of another shape", ones_inputs(x_shape=(2, 5, 2, 8)), 0, "input 'x'"),
 ]
 
 
@@ -174,7 +169,7 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(case):
 
 
 def test_sums_without_x_are_an_error():
-    inputs = {k: v for k, v in rope_inputs().items() if k != "x"}
+    inputs = {k: v for k, v in ones_inputs().items() if k != "x"}
     with pytest.raises(InvalidArgument) as error:
         run_raw(
             "RotaryPositionEmbeddingGrad", inputs, {"dx": np.float32, "dcos": np.float32, "dsin": np.float32}
@@ -183,7 +178,7 @@ def test_sums_without_x_are_an_error():
 
 
 def test_mixed_dtypes_are_refused_naming_the_op():
-    inputs = rope_inputs() | {"cos": ones((1, 5, 1, 8), F16), "sin": ones((1, 5, 1, 8), F16)}
+    inputs = ones_inputs() | {"cos": ones((1, 5, 1, 8), F16), "sin": ones((1, 5, 1, 8), F16)}
     with pytest.raises(Exception, match="RotaryPositionEmbeddingGrad"):
         run_raw(
             "RotaryPositionEmbeddingGrad", inputs, {"dx": np.float32, "dcos": np.float16, "dsin": np.float16}

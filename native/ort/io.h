@@ -134,4 +134,14 @@ void add_op(OpList& ops) {
   ops.push_back(std::make_shared<DeclaredOp<Kernel>>());
 }
 
+// Registers Kernel<T> for T in float32, float16, bfloat16. (Kernel templates of different ops need
+// different names: same-named templates in anonymous namespaces of two files mangle alike here,
+// and the linker keeps one instantiation of this function for both.)
+template <template <class> class Kernel>
+void add_float_types(OpList& ops) {
+  add_op<Kernel<float>>(ops);
+  add_op<Kernel<Ort::Float16_t>>(ops);
+  add_op<Kernel<Ort::BFloat16_t>>(ops);
+}
+
 }  // namespace oao

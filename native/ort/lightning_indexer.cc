@@ -55,10 +55,6 @@ struct IndexerKernel {
 
 }  // namespace
 
-void add_lightning_indexer_cpu(OpList& ops) {
-  add_op<IndexerKernel<float>>(ops);
-  add_op<IndexerKernel<Ort::Float16_t>>(ops);
-  add_op<IndexerKernel<Ort::BFloat16_t>>(ops);
-}
+void add_lightning_indexer_cpu(OpList& ops) { add_float_types<IndexerKernel>(ops); }
 
 }  // namespace oao

@@ -75,10 +75,6 @@ struct IndexerGradKernel {
 
 }  // namespace
 
-void add_lightning_indexer_grad_cpu(OpList& ops) {
-  add_op<IndexerGradKernel<float>>(ops);
-  add_op<IndexerGradKernel<Ort::Float16_t>>(ops);
-  add_op<IndexerGradKernel<Ort::BFloat16_t>>(ops);
-}
+void add_lightning_indexer_grad_cpu(OpList& ops) { add_float_types<IndexerGradKernel>(ops); }
 
 }  // namespace oao

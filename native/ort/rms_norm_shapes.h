@@ -22,9 +22,8 @@ Ort::Status pair_error(const char* op) {
                       "(float16, float32), (bfloat16, bfloat16), (bfloat16, float32)");
 }
 
-// Registers Kernel<T, TG> for T, TG in {float32, float16, bfloat16}. Each op's kernel template
-// needs its own name: templates of one name in anonymous namespaces of different files mangle
-// alike here, and the linker then keeps one instantiation of this function for all of them.
+// Registers Kernel<T, TG> for T, TG in {float32, float16, bfloat16} (kernel templates need
+// distinct names, as for add_float_types).
 template <template <class, class> class Kernel>
 void add_all_pairs(OpList& ops) {
   using F16 = Ort::Float16_t;

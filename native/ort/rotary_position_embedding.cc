@@ -30,10 +30,6 @@ struct RopeKernel {
 
 }  // namespace
 
-void add_rotary_position_embedding_cpu(OpList& ops) {
-  add_op<RopeKernel<float>>(ops);
-  add_op<RopeKernel<Ort::Float16_t>>(ops);
-  add_op<RopeKernel<Ort::BFloat16_t>>(ops);
-}
+void add_rotary_position_embedding_cpu(OpList& ops) { add_float_types<RopeKernel>(ops); }
 
 }  // namespace oao

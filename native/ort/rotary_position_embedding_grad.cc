@@ -45,10 +45,6 @@ struct RopeGradKernel {
 
 }  // namespace
 
-void add_rotary_position_embedding_grad_cpu(OpList& ops) {
-  add_op<RopeGradKernel<float>>(ops);
-  add_op<RopeGradKernel<Ort::Float16_t>>(ops);
-  add_op<RopeGradKernel<Ort::BFloat16_t>>(ops);
-}
+void add_rotary_position_embedding_grad_cpu(OpList& ops) { add_float_types<RopeGradKernel>(ops); }
 
 }  // namespace oao

@@ -8,6 +8,7 @@ from .lightning_indexer import LightningIndexer
 from .lightning_indexer_grad import LightningIndexerGrad
 from .rms_norm import RmsNorm
 from .rms_norm_grad import RmsNormGrad
+from .rotary_layout import RotaryLayout
 from .rotary_position_embedding import RotaryPositionEmbedding
 from .rotary_position_embedding_grad import RotaryPositionEmbeddingGrad
 
@@ -25,9 +26,14 @@ FUNCTIONS: dict[str, OnnxFunction] = {
 }
 
 
+# Functions the op functions call; listed first, as onnx.reference knows only those before.
+HELPERS: tuple[OnnxFunction, ...] = (RotaryLayout,)
+
+
 def function_protos() -> list[onnx.FunctionProto]:
-    """FunctionProtos of every op (domain ``ort_ascend_ops``), ready for ``model.functions``."""
-    return [f.to_function_proto() for f in FUNCTIONS.values()]
+    """FunctionProtos of every op and of the helpers they call (domain ``ort_ascend_ops``), ready
+    for ``model.functions``."""
+    return [f.to_function_proto() for f in (*HELPERS, *FUNCTIONS.values())]
 
 
 __all__ = [

@@ -3,6 +3,7 @@
 from onnxscript import FLOAT, script
 
 from ._opset import ascend, op
+from .rotary_layout import RotaryLayout
 
 
 @script(opset=ascend, default_opset=op)
@@ -20,18 +21,7 @@ def RotaryPositionEmbedding(x, cos, sin, mode: int = 0):
     one = op.Constant(value_ints=[1])
     two = op.Constant(value_ints=[2])
     half = d / two
-    quarter = half / two
-    # fmt: off
-    layouts = op.Concat(  # a   b     blocks  w
-        one,  half, one,  half,     # 0 half
-        one,  half, half, one,      # 1 interleave
-        one,  half, two,  quarter,  # 2 quarter
-        half, one,  one,  half,     # 3 interleave-half
-        axis=0,
-    )
-    # fmt: on
-    layout = op.Gather(op.Reshape(layouts, op.Constant(value_ints=[4, 4])), op.Constant(value_int=mode))
-    a, b, blocks, w = op.Split(layout, num_outputs=4)
+    a, b, blocks, w = RotaryLayout(d, mode=mode)
     # allowzero=1 throughout: a 0 in a target shape is an empty extent, not "copy".
     pairs = op.Concat(rows, a, two, b, axis=0)
     front = op.Concat(rows, one, half, axis=0)

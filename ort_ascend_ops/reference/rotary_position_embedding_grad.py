@@ -3,6 +3,7 @@
 from onnxscript import FLOAT, script
 
 from ._opset import ascend, op
+from .rotary_layout import RotaryLayout
 
 
 @script(opset=ascend, default_opset=op)
@@ -11,7 +12,7 @@ def RotaryPositionEmbeddingGrad(dy, cos, sin, x=None, mode: int = 0):
     computes in float32, outputs cast back to T. Without x, dcos and dsin come back empty."""
     dy_f = op.Cast(dy, to=FLOAT.dtype)
     # The forward is y = P(x) * cos + rotate(P(x)) * sin, with P and rotate permutations with sign
-    # (see RotaryPositionEmbedding, whose views of the rows [R, D] this repeats). rotate turns
+    # (the views of the rows [R, D] that RotaryLayout describes). rotate turns
     # block halves (u, v) into (-v, u), so its transpose turns them into (v, -u), and
     #   dx = P^T(dy * cos + rotate^T(dy * sin)),
     #   dcos = sum(dy * P(x)),  dsin = sum(dy * rotate(P(x)))  over the broadcast axes.
@@ -21,18 +22,7 @@ def RotaryPositionEmbeddingGrad(dy, cos, sin, x=None, mode: int = 0):
     one = op.Constant(value_ints=[1])
     two = op.Constant(value_ints=[2])
     half = d / two
-    quarter = half / two
-    # fmt: off
-    layouts = op.Concat(  # a   b     blocks  w
-        one,  half, one,  half,     # 0 half
-        one,  half, half, one,      # 1 interleave
-        one,  half, two,  quarter,  # 2 quarter
-        half, one,  one,  half,     # 3 interleave-half
-        axis=0,
-    )
-    # fmt: on
-    layout = op.Gather(op.Reshape(layouts, op.Constant(value_ints=[4, 4])), op.Constant(value_int=mode))
-    a, b, blocks, w = op.Split(layout, num_outputs=4)
+    a, b, blocks, w = RotaryLayout(d, mode=mode)
     # allowzero=1 throughout: a 0 in a target shape is an empty extent, not "copy".
     pairs = op.Concat(rows, a, two, b, axis=0)
     front = op.Concat(rows, one, half, axis=0)

@@ -4,6 +4,7 @@ import onnx
 from onnxscript import OnnxFunction
 
 from ._opset import DOMAIN, VERSION
+from .indexer_tokens import IndexerTokens
 from .lightning_indexer import LightningIndexer
 from .lightning_indexer_grad import LightningIndexerGrad
 from .rms_norm import RmsNorm
@@ -27,7 +28,7 @@ FUNCTIONS: dict[str, OnnxFunction] = {
 
 
 # Functions the op functions call; listed first, as onnx.reference knows only those before.
-HELPERS: tuple[OnnxFunction, ...] = (RotaryLayout,)
+HELPERS: tuple[OnnxFunction, ...] = (RotaryLayout, IndexerTokens)
 
 
 def function_protos() -> list[onnx.FunctionProto]:

@@ -1,8 +1,9 @@
 """Reference LightningIndexer, written in onnxscript."""
 
-from onnxscript import FLOAT, INT32, INT64, script
+from onnxscript import FLOAT, INT32, script
 
 from ._opset import ascend, op
+from .indexer_tokens import IndexerTokens
 
 _NEG_INF = float("-inf")
 
@@ -52,13 +53,7 @@ def LightningIndexer(
         ends_k = op.Concat(op.Constant(value_ints=[]), actual_seq_lengths_key, axis=0)
     else:
         ends_k = op.Range(one, batches + one, one) * op.Gather(k_shape, one)
-    tokens = op.Range(zero, op.Squeeze(t1_1d), one)
-    ends_before = op.LessOrEqual(op.Unsqueeze(ends_q, zero_1d), op.Unsqueeze(tokens, one_1d))
-    batch = op.ReduceSum(op.Cast(ends_before, to=INT64.dtype), one_1d, keepdims=0)
-    q_start = op.Gather(op.Concat(zero_1d, ends_q, axis=0), batch)
-    k_start = op.Gather(op.Concat(zero_1d, ends_k, axis=0), batch)
-    s1_b = op.Gather(ends_q, batch) - q_start
-    s2_b = op.Gather(ends_k, batch) - k_start
+    tokens, q_start, k_start, s1_b, s2_b = IndexerTokens(ends_q, ends_k, t1_1d)
 
     # Token t may see its batch's keys i < allowed_t: all S2_b (mode 0), or i <= S2_b - S1_b + s
     # (mode 3). Each token scores a window of W = max(S2_b, K) key positions, padded past

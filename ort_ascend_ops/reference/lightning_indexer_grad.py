@@ -3,6 +3,7 @@
 from onnxscript import FLOAT, INT64, script
 
 from ._opset import ascend, op
+from .indexer_tokens import IndexerTokens
 
 
 @script(opset=ascend, default_opset=op)
@@ -64,15 +65,8 @@ def LightningIndexerGrad(
         ends_k = op.Concat(op.Constant(value_ints=[]), actual_seq_lengths_key, axis=0)
     else:
         ends_k = op.Range(one, batches + one, one) * op.Gather(k_shape, one)
-    # Per token: its batch (the number of batch ends at or before it), its position s in the
-    # batch, the batch's lengths, and where the batch's keys start.
-    tokens = op.Range(zero, op.Squeeze(t1_1d), one)
-    ends_before = op.LessOrEqual(op.Unsqueeze(ends_q, zero_1d), op.Unsqueeze(tokens, one_1d))
-    batch = op.ReduceSum(op.Cast(ends_before, to=INT64.dtype), one_1d, keepdims=0)
-    q_start = op.Gather(op.Concat(zero_1d, ends_q, axis=0), batch)
-    k_start = op.Gather(op.Concat(zero_1d, ends_k, axis=0), batch)
-    s1_b = op.Gather(ends_q, batch) - q_start
-    s2_b = op.Gather(ends_k, batch) - k_start
+    # Per token: its position in its batch (t - q_start), the batch's lengths and first key row.
+    tokens, q_start, k_start, s1_b, s2_b = IndexerTokens(ends_q, ends_k, t1_1d)
     causal_limit = s2_b - s1_b + (tokens - q_start) + one
 
     # Slot k is read when k < K_t and its index is not -1, with K_t = K (mode 0) or

@@ -28,10 +28,16 @@ def get_library_path() -> str:
     return str(path)
 
 
-def _as_ortvalue(array: np.ndarray) -> ort.OrtValue:
+def _c_contiguous(array: np.ndarray) -> np.ndarray:
     array = np.asarray(array)
-    if not array.flags.c_contiguous:  # np.ascontiguousarray would also turn a 0-d array into 1-d
-        array = array.copy()
+    # Not np.ascontiguousarray, which would also turn a 0-d array into 1-d.
+    return array if array.flags.c_contiguous else array.copy()
+
+
+def ortvalue_view(array: np.ndarray) -> ort.OrtValue:
+    """An OrtValue over ``array``'s own memory (no copy when it is C-contiguous), for any
+    supported dtype, ``ml_dtypes.bfloat16`` included."""
+    array = _c_contiguous(array)
     if array.dtype == ml_dtypes.bfloat16:
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
             array.view(np.uint16), onnx.TensorProto.BFLOAT16
@@ -41,9 +47,9 @@ def _as_ortvalue(array: np.ndarray) -> ort.OrtValue:
 
 def ortvalue_copy(array: np.ndarray) -> ort.OrtValue:
     """A copy of ``array`` in memory ONNX Runtime allocated itself (64-byte aligned, like every
-    tensor inside a graph), where ``_as_ortvalue`` wraps NumPy's memory, often only 16-byte
+    tensor inside a graph), where ``ortvalue_view`` wraps NumPy's memory, often only 16-byte
     aligned."""
-    array = np.ascontiguousarray(array) if array.ndim else array.copy()
+    array = _c_contiguous(array)
     bfloat16 = array.dtype == ml_dtypes.bfloat16
     elem = onnx.TensorProto.BFLOAT16 if bfloat16 else onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
     value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), elem)
@@ -73,7 +79,7 @@ class Session:
 
     def run(self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None) -> list[np.ndarray]:
         """Runs the model; errors are ONNX Runtime's own exceptions (``InvalidArgument``, ...)."""
-        feeds = {name: _as_ortvalue(array) for name, array in inputs.items()}
+        feeds = {name: ortvalue_view(array) for name, array in inputs.items()}
         names = list(outputs) if outputs is not None else self.output_names
         return [_as_numpy(value) for value in self.ort.run_with_ort_values(names, feeds)]
 

@@ -1,9 +1,7 @@
 """One op's reference function on three engines: onnxscript eager, ONNX Runtime (inlined from
 model.functions) and onnx.reference."""
 
-import numpy as np
 import onnxruntime as ort
-from onnx import TensorProto
 from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
@@ -12,14 +10,9 @@ from ort_ascend_ops import make_session
 from ort_ascend_ops.opschema import load_op_specs
 from ort_ascend_ops.reference import FUNCTIONS
 from ort_ascend_ops.reference.model import make_op_model
+from ort_ascend_ops.runtime import ortvalue_view
 
 ENGINES = ["eager", "ort", "reference"]  # the reference functions; "native" runs the library
-
-
-def _ort_value(a):
-    if a.dtype == BF16:
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(a)
 
 
 def run(engine, op_name, inputs, attrs, outputs=None):
@@ -47,7 +40,7 @@ def run(engine, op_name, inputs, attrs, outputs=None):
         # ONNX Runtime cannot return bfloat16 to NumPy: cast outputs to float32 in the graph.
         model = make_op_model(op_name, types, attrs, output_cast_float=True, outputs=outputs)
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return session.run(None, {name: _ort_value(a) for name, a in inputs.items()})
+        return session.run(None, {name: ortvalue_view(a) for name, a in inputs.items()})
     # onnx.reference does not apply function attribute defaults: pass every attribute.
     defaults = {a.name: a.default for a in load_op_specs()[op_name].attributes}
     model = make_op_model(op_name, types, defaults | attrs, outputs=outputs)

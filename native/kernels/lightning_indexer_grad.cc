@@ -87,8 +87,8 @@ void lightning_indexer_grad(const T* query, const T* key, const T* dy, const I* 
   // into d_key by strips of rows, each strip in token then slot order: the sums do not depend on
   // which thread computed what.
   const int64_t chunk = std::max<int64_t>(1, (int64_t(64) << 20) / std::max<int64_t>(1, k * d * 4));
-  const int64_t strip_rows = std::max<int64_t>(
-      1, (key_rows + int64_t(block_count(key_rows, d)) - 1) / std::max<int64_t>(1, block_count(key_rows, d)));
+  const int64_t wanted_strips = std::max<int64_t>(1, block_count(key_rows, d));
+  const int64_t strip_rows = std::max<int64_t>(1, (key_rows + wanted_strips - 1) / wanted_strips);
   const int64_t strips = (key_rows + strip_rows - 1) / strip_rows;
   std::vector<KeyRowGrads> grads(static_cast<size_t>(std::min(chunk, tokens)));
   std::vector<std::vector<std::pair<int64_t, int64_t>>> by_strip(strips);  // (token in chunk, slot)

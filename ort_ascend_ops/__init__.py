@@ -4,7 +4,8 @@
 - :func:`function_protos`: the onnxscript reference implementations as ``FunctionProto``s, which
   make a model portable to stock ONNX Runtime.
 - :func:`register_schemas`: the ops' schemas in ``onnx.defs`` (checker and shape inference).
-- :func:`make_session`: an ONNX Runtime session with the library, NumPy (and bfloat16) in and out.
+- :func:`make_session`: an ONNX Runtime session with the library, NumPy (and bfloat16) in and out;
+  :func:`make_ascend_session` the same on an Ascend NPU (CANN execution provider, aclnn kernels).
 """
 
 from .opschema import register_schemas
@@ -12,14 +13,23 @@ from .reference import function_protos
 from .reference._opset import DOMAIN
 from .reference._opset import VERSION as OPSET_VERSION
 from .reference.model import make_op_model
-from .runtime import Session, get_library_path, make_session, session_options
+from .runtime import (
+    Session,
+    ascend_providers,
+    get_library_path,
+    make_ascend_session,
+    make_session,
+    session_options,
+)
 
 __all__ = [
     "DOMAIN",
     "OPSET_VERSION",
     "Session",
+    "ascend_providers",
     "function_protos",
     "get_library_path",
+    "make_ascend_session",
     "make_op_model",
     "make_session",
     "register_schemas",

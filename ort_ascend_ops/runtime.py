@@ -100,7 +100,7 @@ def make_session(
     *,
     threads: int | None = None,
     native: bool = True,
-    providers: Sequence[str] = ("CPUExecutionProvider",),
+    providers: Sequence[str | tuple[str, dict[str, str]]] = ("CPUExecutionProvider",),
     options: ort.SessionOptions | None = None,
 ) -> Session:
     """A session for ``model`` with the native library registered unless ``native=False``."""
@@ -108,3 +108,28 @@ def make_session(
         options = session_options(threads=threads, native=native)
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     return Session(ort.InferenceSession(source, options, providers=list(providers)))
+
+
+def ascend_providers(device_id: int = 0, **cann_options: object) -> list[str | tuple[str, dict[str, str]]]:
+    """Execution providers for an Ascend NPU (``onnxruntime-cann``): CANN's, in single-op mode, then
+    the CPU for nodes CANN does not take. CANN's graph mode (``enable_cann_graph=1``, its default)
+    never takes nodes of a custom domain, so it is refused here."""
+    options = {"device_id": str(device_id), "enable_cann_graph": "0"}
+    options.update({name: str(value) for name, value in cann_options.items()})
+    if options["enable_cann_graph"] not in ("0", "False", "false"):
+        raise ValueError("enable_cann_graph must be 0: CANN's graph mode does not run custom-domain nodes")
+    options["enable_cann_graph"] = "0"
+    return [("CANNExecutionProvider", options), "CPUExecutionProvider"]
+
+
+def make_ascend_session(
+    model: onnx.ModelProto | str | os.PathLike,
+    *,
+    device_id: int = 0,
+    threads: int | None = None,
+    **cann_options: object,
+) -> Session:
+    """A session that runs the ops on an Ascend NPU through aclnn (``ascend_providers``), the
+    native library registered. Without the CANN execution provider ONNX Runtime warns and runs
+    everything on the CPU."""
+    return make_session(model, threads=threads, providers=ascend_providers(device_id, **cann_options))

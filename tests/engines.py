@@ -1,12 +1,13 @@
 """One op's reference function on three engines: onnxscript eager, ONNX Runtime (inlined from
-model.functions) and onnx.reference."""
+model.functions) and onnx.reference; and the library's kernels: "native" (CPU) and "aclnn" (the
+aclnn backend against the host emulator)."""
 
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
 from oracles import BF16
-from ort_ascend_ops import make_session
+from ort_ascend_ops import aclnn_emulator, make_session
 from ort_ascend_ops.opschema import load_op_specs
 from ort_ascend_ops.reference import FUNCTIONS
 from ort_ascend_ops.reference.model import make_op_model
@@ -33,9 +34,12 @@ def run(engine, op_name, inputs, attrs, outputs=None):
         results = results if isinstance(results, tuple) else (results,)
         spec_outputs = [p.name for p in load_op_specs()[op_name].outputs]
         return [r for name, r in zip(spec_outputs, results, strict=True) if name in produced]
-    if engine == "native":
+    if engine in ("native", "aclnn"):
         model = make_op_model(op_name, types, attrs, outputs=outputs)
-        return make_session(model).run(inputs)
+        if engine == "native":
+            return make_session(model).run(inputs)
+        aclnn_emulator.activate()
+        return make_session(model, options=aclnn_emulator.session_options()).run(inputs)
     if engine == "ort":
         # ONNX Runtime cannot return bfloat16 to NumPy: cast outputs to float32 in the graph.
         model = make_op_model(op_name, types, attrs, output_cast_float=True, outputs=outputs)

@@ -273,10 +273,11 @@ def lightning_indexer_grad_inputs(
     d=8,
     k=4,
     lengths_dtype=np.int64,
+    skip_fraction=0.2,
 ):
     """Random LightningIndexerGrad inputs: BSND [batch, s1|s2, ...], or TND with the cumulative
     lengths_q/lengths_k. Each token's valid slots hold distinct keys the sparse mode allows, in
-    random order, with about one in five of them -1; the slots past K_t hold -1."""
+    random order, with a skip_fraction of them -1; the slots past K_t hold -1."""
     if layout == "BSND":
         lead_q, lead_k, lengths = (batch, s1), (batch, s2, 1), {}
     else:
@@ -293,7 +294,7 @@ def lightning_indexer_grad_inputs(
     for t, (s, t_s1, t_s2, _) in enumerate(tokens):
         allowed = t_s2 if sparse_mode == 0 else max(0, min(t_s2, t_s2 - t_s1 + s + 1))
         chosen = rng.permutation(allowed)[:k]
-        chosen[rng.random(len(chosen)) < 0.2] = -1
+        chosen[rng.random(len(chosen)) < skip_fraction] = -1
         indices[t, : len(chosen)] = chosen
     return {
         "query": query,

@@ -73,6 +73,9 @@ class Io {
 
   Parallel parallel() const { return parallel_of(raw_); }
 
+  // The execution provider's compute stream (an aclrtStream under CANN; null on the CPU).
+  void* stream() const { return ctx_.GetGPUComputeStream(); }
+
  private:
   OrtKernelContext* raw_;
   Ort::KernelContext ctx_;
@@ -105,12 +108,13 @@ struct Entry : Kernel {
 // OrtKernelInfo, and `Ort::Status Compute(const Io&)`.
 template <class Kernel>
 struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
+  explicit DeclaredOp(const char* ep) : ep_(ep) {}
   OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const {
     *kernel = new Entry<Kernel>(info);
     return nullptr;
   }
   const char* GetName() const { return Kernel::kName; }
-  const char* GetExecutionProviderType() const { return kCpu; }
+  const char* GetExecutionProviderType() const { return ep_; }
   size_t GetInputTypeCount() const { return std::size(Kernel::kInputs); }
   ONNXTensorElementDataType GetInputType(size_t i) const { return Kernel::kInputs[i].type; }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
@@ -127,21 +131,22 @@ struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
     return slot.optional ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
                          : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   }
+  const char* ep_;
 };
 
 template <class Kernel>
-void add_op(OpList& ops) {
-  ops.push_back(std::make_shared<DeclaredOp<Kernel>>());
+void add_op(OpList& ops, const char* ep) {
+  ops.push_back(std::make_shared<DeclaredOp<Kernel>>(ep));
 }
 
-// Registers Kernel<T> for T in float32, float16, bfloat16. (Kernel templates of different ops need
-// different names: same-named templates in anonymous namespaces of two files mangle alike here,
-// and the linker keeps one instantiation of this function for both.)
+// Registers Kernel<T> for T in float32, float16, bfloat16 on execution provider `ep`. (Kernel templates of
+// different ops need different names: same-named templates in anonymous namespaces of two files mangle alike
+// here, and the linker keeps one instantiation of this function for both.)
 template <template <class> class Kernel>
-void add_float_types(OpList& ops) {
-  add_op<Kernel<float>>(ops);
-  add_op<Kernel<Ort::Float16_t>>(ops);
-  add_op<Kernel<Ort::BFloat16_t>>(ops);
+void add_float_types(OpList& ops, const char* ep) {
+  add_op<Kernel<float>>(ops, ep);
+  add_op<Kernel<Ort::Float16_t>>(ops, ep);
+  add_op<Kernel<Ort::BFloat16_t>>(ops, ep);
 }
 
 }  // namespace oao

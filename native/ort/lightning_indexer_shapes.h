@@ -1,6 +1,7 @@
-// Attributes and shape rules shared by LightningIndexer and its grad (contract: BSND query
-// [B,S1,N1,D], key [B,S2,1,D], weights [B,S1,N1]; TND query [T1,N1,D], key [T2,1,D], weights
-// [T1,N1] with cumulative actual_seq_lengths; per-token rows [.., K]).
+// What LightningIndexer and its grad look like to ONNX Runtime on every execution provider: slots,
+// attributes and the contract's shape rules (BSND query [B,S1,N1,D], key [B,S2,1,D], weights
+// [B,S1,N1]; TND query [T1,N1,D], key [T2,1,D], weights [T1,N1] with cumulative
+// actual_seq_lengths; per-token rows [.., K]).
 #pragma once
 
 #include <climits>
@@ -117,13 +118,6 @@ class IndexerChecks {
            " but query has N1 = " + std::to_string(n1) + " heads");
   }
 
-  // Sizes a 32-bit BLAS can take.
-  void blas_sizes(const IndexerShape& s) {
-    if (ok() && (s.n1 > INT_MAX || s.d > INT_MAX || s.k > INT_MAX || s.spans.key_rows() > INT_MAX)) {
-      fail("sizes past 2^31 - 1 (heads, head dim, top-k or key rows) are not supported");
-    }
-  }
-
   bool ok() const { return error_.empty(); }
   Ort::Status status() const { return ok() ? Ort::Status(nullptr) : op_error(op_, error_); }
 
@@ -135,6 +129,121 @@ class IndexerChecks {
   const char* op_;
   std::string layout_;
   std::string error_;
+};
+
+// Sizes the CPU kernels' 32-bit BLAS can take.
+inline Ort::Status check_blas_sizes(const char* op, const IndexerShape& s) {
+  if (s.n1 > INT_MAX || s.d > INT_MAX || s.k > INT_MAX || s.spans.key_rows() > INT_MAX)
+    return op_error(op, "sizes past 2^31 - 1 (heads, head dim, top-k or key rows) are not supported");
+  return Ort::Status(nullptr);
+}
+
+// Lengths as the checks read them: host memory (the CPU's inputs, or copies of device ones).
+using HostLengths = std::optional<Io::Untyped>;
+
+template <class T>
+struct IndexerSignature {
+  static constexpr const char* kName = "LightningIndexer";
+  static constexpr ONNXTensorElementDataType kT = element_type<T>();
+  static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  static constexpr Slot kInputs[] = {{"query", kT},
+                                     {"key", kT},
+                                     {"weights", kT},
+                                     {"actual_seq_lengths_query", kAny, true},
+                                     {"actual_seq_lengths_key", kAny, true}};
+  static constexpr Slot kOutputs[] = {{"sparse_indices", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+                                      {"sparse_values", kT}};
+
+  explicit IndexerSignature(const OrtKernelInfo* info)
+      : layout(attribute<std::string>(info, "layout").value_or("BSND")),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
+        sparse_count(attribute<int64_t>(info, "sparse_count").value_or(2048)) {}
+
+  Ort::Status check(const Shape& query, const Shape& key, const Shape& weights,
+                    const HostLengths& query_lengths, const HostLengths& key_lengths, IndexerShape& s) const {
+    IndexerChecks checks(kName, layout, sparse_mode);
+    checks.query_key(query, key, s);
+    if (!checks.ok()) return checks.status();
+    if (sparse_count < 1) {
+      return op_error(kName,
+                      "attribute 'sparse_count' is " + std::to_string(sparse_count) + "; it must be >= 1");
+    }
+    s.k = sparse_count;
+    checks.per_token("weights", weights, query, s.n1);
+    checks.lengths("actual_seq_lengths_query", query_lengths, query[0], s.spans.query_end);
+    checks.lengths("actual_seq_lengths_key", key_lengths, key[0], s.spans.key_end);
+    checks.same_batches(s);
+    return checks.status();
+  }
+
+  // sparse_indices and sparse_values: query's leading axes and K.
+  Shape output_shape(const Shape& query) const {
+    Shape shape(query.begin(), query.end() - 2);
+    shape.push_back(sparse_count);
+    return shape;
+  }
+
+  std::string layout;
+  int64_t sparse_mode, sparse_count;
+};
+
+template <class T>
+struct IndexerGradSignature {
+  static constexpr const char* kName = "LightningIndexerGrad";
+  static constexpr ONNXTensorElementDataType kT = element_type<T>();
+  static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  static constexpr Slot kInputs[] = {{"query", kT},
+                                     {"key", kT},
+                                     {"dy", kT},
+                                     {"sparse_indices", kAny},
+                                     {"weights", kT},
+                                     {"actual_seq_lengths_query", kAny, true},
+                                     {"actual_seq_lengths_key", kAny, true}};
+  static constexpr Slot kOutputs[] = {{"d_query", kT}, {"d_key", kT}, {"d_weights", kT}};
+
+  // pre_tokens, next_tokens and deterministic change nothing in the math (aclnn reads and ignores
+  // the first two); the aclnn backend passes them on.
+  explicit IndexerGradSignature(const OrtKernelInfo* info)
+      : layout(attribute<std::string>(info, "layout").value_or("BSND")),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
+        head_num(attribute<int64_t>(info, "head_num")),
+        pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(INT64_MAX)),
+        next_tokens(attribute<int64_t>(info, "next_tokens").value_or(INT64_MAX)),
+        deterministic(attribute<int64_t>(info, "deterministic").value_or(0) != 0) {}
+
+  Ort::Status check(const Shape& query, const Shape& key, const Shape& dy, const Shape& indices,
+                    const Shape& weights, const HostLengths& query_lengths, const HostLengths& key_lengths,
+                    IndexerShape& s) const {
+    IndexerChecks checks(kName, layout, sparse_mode);
+    checks.query_key(query, key, s);
+    if (!checks.ok()) return checks.status();
+    s.k = dy.empty() ? 0 : dy.back();
+    checks.head_num(head_num, s.n1);
+    checks.per_token("weights", weights, query, s.n1);
+    checks.per_token("dy", dy, query, s.k);
+    checks.per_token("sparse_indices", indices, query, s.k);
+    checks.lengths("actual_seq_lengths_query", query_lengths, query[0], s.spans.query_end);
+    checks.lengths("actual_seq_lengths_key", key_lengths, key[0], s.spans.key_end);
+    checks.same_batches(s);
+    return checks.status();
+  }
+
+  // The contract's index rule: a counted slot holds -1 or a key row of its batch.
+  template <class I>
+  Ort::Status check_indices(const I* indices, const IndexerShape& s) const {
+    const BadIndex bad = find_bad_index(indices, s.spans, s.k, static_cast<int>(sparse_mode));
+    if (bad.token < 0) return Ort::Status(nullptr);
+    return op_error(kName, "sparse_indices of token " + std::to_string(bad.token) + ", slot " +
+                               std::to_string(bad.slot) + " is " + std::to_string(bad.index) +
+                               "; it must be -1 or inside [0, " + std::to_string(bad.key_rows) +
+                               "), the key rows of its batch");
+  }
+
+  std::string layout;
+  int64_t sparse_mode;
+  std::optional<int64_t> head_num;
+  int64_t pre_tokens, next_tokens;
+  bool deterministic;
 };
 
 }  // namespace oao

@@ -1,6 +1,7 @@
 // The library's entry point and its one table of ops.
 #include <mutex>
 
+#include "aclnn/call.h"
 #include "ort/ops.h"
 
 namespace oao {
@@ -9,14 +10,31 @@ namespace {
 constexpr const char* kDomain = "ort_ascend_ops";
 
 // Every op, once per execution provider.
-constexpr void (*kOpTable[])(OpList&) = {
-    add_rms_norm_cpu,
-    add_rms_norm_grad_cpu,
-    add_rotary_position_embedding_cpu,
-    add_rotary_position_embedding_grad_cpu,
-    add_lightning_indexer_cpu,
-    add_lightning_indexer_grad_cpu,
+struct OpRow {
+  void (*cpu)(OpList&);
+  void (*aclnn)(OpList&);
 };
+constexpr OpRow kOpTable[] = {
+    {add_rms_norm_cpu, add_rms_norm_aclnn},
+    {add_rms_norm_grad_cpu, add_rms_norm_grad_aclnn},
+    {add_rotary_position_embedding_cpu, add_rotary_position_embedding_aclnn},
+    {add_rotary_position_embedding_grad_cpu, add_rotary_position_embedding_grad_aclnn},
+    {add_lightning_indexer_cpu, add_lightning_indexer_aclnn},
+    {add_lightning_indexer_grad_cpu, add_lightning_indexer_grad_aclnn},
+};
+
+}  // namespace
+
+// The test build registers the aclnn kernels under the CPU EP, in place of the CPU kernels.
+#ifdef OAO_ACLNN_ON_CPU
+const char* const kAclnnEp = kCpu;
+constexpr bool kWithCpuKernels = false;
+#else
+const char* const kAclnnEp = "CANNExecutionProvider";
+constexpr bool kWithCpuKernels = true;
+#endif
+
+namespace {
 
 // Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any
 // session lives, and every session registering the library shares them.
@@ -25,7 +43,10 @@ struct Library {
   Ort::CustomOpDomain domain{kDomain};
 
   Library() {
-    for (auto add : kOpTable) add(ops);
+    for (const OpRow& row : kOpTable) {
+      if (kWithCpuKernels) row.cpu(ops);
+      row.aclnn(ops);
+    }
     for (auto& op : ops) domain.Add(op.get());
   }
 };

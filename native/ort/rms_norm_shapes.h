@@ -1,5 +1,6 @@
-// Shape rules shared by RmsNorm and RmsNormGrad (contract: 1 <= rank(gamma) <= rank(x),
-// gamma.shape == x.shape[n:], n = rank(x) - rank(gamma)).
+// What RmsNorm and RmsNormGrad look like to ONNX Runtime on every execution provider: slots,
+// attributes and the contract's shape rules (1 <= rank(gamma) <= rank(x), gamma.shape ==
+// x.shape[n:], n = rank(x) - rank(gamma)).
 #pragma once
 
 #include "ort/io.h"
@@ -25,12 +26,14 @@ Ort::Status pair_error(const char* op) {
 // Registers Kernel<T, TG> for T, TG in {float32, float16, bfloat16} (kernel templates need
 // distinct names, as for add_float_types).
 template <template <class, class> class Kernel>
-void add_all_pairs(OpList& ops) {
+void add_all_pairs(OpList& ops, const char* ep) {
   using F16 = Ort::Float16_t;
   using BF16 = Ort::BFloat16_t;
-  add_op<Kernel<float, float>>(ops), add_op<Kernel<float, F16>>(ops), add_op<Kernel<float, BF16>>(ops);
-  add_op<Kernel<F16, float>>(ops), add_op<Kernel<F16, F16>>(ops), add_op<Kernel<F16, BF16>>(ops);
-  add_op<Kernel<BF16, float>>(ops), add_op<Kernel<BF16, F16>>(ops), add_op<Kernel<BF16, BF16>>(ops);
+  add_op<Kernel<float, float>>(ops, ep), add_op<Kernel<float, F16>>(ops, ep);
+  add_op<Kernel<float, BF16>>(ops, ep), add_op<Kernel<F16, float>>(ops, ep);
+  add_op<Kernel<F16, F16>>(ops, ep), add_op<Kernel<F16, BF16>>(ops, ep);
+  add_op<Kernel<BF16, float>>(ops, ep), add_op<Kernel<BF16, F16>>(ops, ep);
+  add_op<Kernel<BF16, BF16>>(ops, ep);
 }
 
 struct NormGeometry {
@@ -68,5 +71,49 @@ inline Shape without_ones(const Shape& s) {
     if (d != 1) out.push_back(d);
   return out;
 }
+
+template <class T, class TG>
+struct RmsNormSignature {
+  static constexpr const char* kName = "RmsNorm";
+  static constexpr Slot kInputs[] = {{"x", element_type<T>()}, {"gamma", element_type<TG>()}};
+  static constexpr Slot kOutputs[] = {{"y", element_type<T>()},
+                                      {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
+
+  explicit RmsNormSignature(const OrtKernelInfo* info)
+      : epsilon(attribute<float>(info, "epsilon").value_or(1e-6f)) {}
+
+  float epsilon;
+};
+
+template <class T, class TG>
+struct RmsNormGradSignature {
+  static constexpr const char* kName = "RmsNormGrad";
+  static constexpr Slot kInputs[] = {{"dy", element_type<T>()},
+                                     {"x", element_type<T>()},
+                                     {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+                                     {"gamma", element_type<TG>()}};
+  static constexpr Slot kOutputs[] = {{"dx", element_type<T>()},
+                                      {"dgamma", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
+
+  explicit RmsNormGradSignature(const OrtKernelInfo*) {}
+
+  static Ort::Status check(const Shape& dy, const Shape& x, const Shape& rstd, const Shape& gamma,
+                           NormGeometry& g) {
+    if (auto status = norm_geometry(kName, x, gamma, g); !status.IsOK()) return status;
+    if (dy != x) {
+      return op_error(kName,
+                      "input 'dy' has shape " + shape_str(dy) + " but must equal x's shape " + shape_str(x));
+    }
+    // Equal to x's leading axes up to size-1 axes ([B,S,1], [B,S], [B,1,S], ...). A flattened
+    // [B*S] is refused: the contract asks for the rows' own axes.
+    const Shape lead(x.begin(), x.begin() + g.n);
+    if (without_ones(rstd) != without_ones(lead)) {
+      return op_error(kName, "input 'rstd' has shape " + shape_str(rstd) +
+                                 "; it must hold one value per row, shaped " + shape_str(rstd_shape(x, g.n)) +
+                                 " or " + shape_str(lead) + " (size-1 axes may be added or dropped)");
+    }
+    return Ort::Status(nullptr);
+  }
+};
 
 }  // namespace oao

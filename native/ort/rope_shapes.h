@@ -1,8 +1,9 @@
-// Shape and attribute rules shared by RotaryPositionEmbedding and its grad (contract: cos and sin
-// share a shape that broadcasts to dy's, the last axis never broadcast; D suits the mode).
+// What RotaryPositionEmbedding and its grad look like to ONNX Runtime on every execution provider:
+// slots, the mode attribute and the contract's rules (cos and sin share a shape that broadcasts to
+// dy's, the last axis never broadcast; D suits the mode).
 #pragma once
 
-#include "ort/glue.h"
+#include "ort/io.h"
 
 namespace oao {
 
@@ -34,5 +35,47 @@ inline Ort::Status check_rope(const char* op, const char* data_name, const Shape
   }
   return Ort::Status(nullptr);
 }
+
+template <class T>
+struct RopeSignature {
+  static constexpr const char* kName = "RotaryPositionEmbedding";
+  static constexpr ONNXTensorElementDataType kT = element_type<T>();
+  static constexpr Slot kInputs[] = {{"x", kT}, {"cos", kT}, {"sin", kT}};
+  static constexpr Slot kOutputs[] = {{"y", kT}};
+
+  explicit RopeSignature(const OrtKernelInfo* info) : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
+
+  int64_t mode;
+};
+
+template <class T>
+struct RopeGradSignature {
+  static constexpr const char* kName = "RotaryPositionEmbeddingGrad";
+  static constexpr ONNXTensorElementDataType kT = element_type<T>();
+  static constexpr Slot kInputs[] = {{"dy", kT}, {"cos", kT}, {"sin", kT}, {"x", kT, true}};
+  static constexpr Slot kOutputs[] = {{"dx", kT}, {"dcos", kT, true}, {"dsin", kT, true}};
+
+  explicit RopeGradSignature(const OrtKernelInfo* info)
+      : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
+
+  Ort::Status check(const Shape& dy, const Shape& cos, const Shape& sin,
+                    const std::optional<Shape>& x) const {
+    if (auto status = check_rope(kName, "dy", dy, cos, sin, mode); !status.IsOK()) return status;
+    if (x && *x != dy) {
+      return op_error(kName,
+                      "input 'x' has shape " + shape_str(*x) + " but must equal dy's shape " + shape_str(dy));
+    }
+    return Ort::Status(nullptr);
+  }
+
+  // `sums`: the node takes dcos or dsin.
+  static Ort::Status check_sums(bool sums, bool has_x) {
+    if (sums && !has_x)
+      return op_error(kName, "outputs 'dcos' and 'dsin' need input 'x'; without x only dx is produced");
+    return Ort::Status(nullptr);
+  }
+
+  int64_t mode;
+};
 
 }  // namespace oao

@@ -1,0 +1,108 @@
+// The slice of CANN's C ABI the aclnn backend uses, declared here because no CANN SDK is needed to
+// build the package (values from the vendor's headers, see shared/seeds/ACLNN_ABI.md). Functions
+// are resolved at run time (cann.h), so these are pointer types, not prototypes.
+#pragma once
+
+#include <cstdint>
+
+extern "C" {
+
+typedef int32_t aclnnStatus;
+typedef int aclError;
+typedef void* aclrtStream;
+typedef struct aclTensor aclTensor;
+typedef struct aclOpExecutor aclOpExecutor;
+
+typedef enum {
+  ACL_DT_UNDEFINED = -1,
+  ACL_FLOAT = 0,
+  ACL_FLOAT16 = 1,
+  ACL_INT8 = 2,
+  ACL_INT32 = 3,
+  ACL_UINT8 = 4,
+  ACL_INT16 = 6,
+  ACL_UINT16 = 7,
+  ACL_UINT32 = 8,
+  ACL_INT64 = 9,
+  ACL_UINT64 = 10,
+  ACL_DOUBLE = 11,
+  ACL_BOOL = 12,
+  ACL_BF16 = 27,
+} aclDataType;
+
+typedef enum {
+  ACL_FORMAT_UNDEFINED = -1,
+  ACL_FORMAT_NCHW = 0,
+  ACL_FORMAT_NHWC = 1,
+  ACL_FORMAT_ND = 2,
+  ACL_FORMAT_NCDHW = 30,
+} aclFormat;
+
+}  // extern "C"
+
+namespace oao::acl {
+
+enum : aclnnStatus {
+  kSuccess = 0,
+  kErrParamNullptr = 161001,
+  kErrParamInvalid = 161002,
+  kErrRuntime = 361001,
+  kErrInner = 561000,
+  kErrInferShape = 561001,
+  kErrTiling = 561002,
+  kErrFindKernel = 561003,
+  kErrCreateExecutor = 561101,
+  kErrInnerNullptr = 561103,
+  kErrOppPathNotFound = 561107,
+  kErrOppKernelPkgNotFound = 561112,
+};
+
+// libnnopbase
+using CreateTensor = aclTensor* (*)(const int64_t* view_dims, uint64_t view_dims_num, aclDataType data_type,
+                                    const int64_t* stride, int64_t offset, aclFormat format,
+                                    const int64_t* storage_dims, uint64_t storage_dims_num,
+                                    void* tensor_data);
+using DestroyTensor = aclnnStatus (*)(const aclTensor* tensor);
+using DestroyExecutor = aclnnStatus (*)(aclOpExecutor* executor);
+
+// libascendcl / libacl_rt
+using GetRecentErrMsg = const char* (*)();
+using GetSocName = const char* (*)();
+using SynchronizeStream = aclError (*)(aclrtStream stream);
+using MemcpyDeviceToHost = aclError (*)(void* dst, size_t dest_max, const void* src, size_t count, int kind);
+inline constexpr int kMemcpyDeviceToHost = 2;  // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_HOST
+
+// Every op's second phase.
+using Launch = aclnnStatus (*)(void* workspace, uint64_t workspace_size, aclOpExecutor* executor,
+                               aclrtStream stream);
+
+// First phases.
+using RmsNormPrepare = aclnnStatus (*)(const aclTensor* x, const aclTensor* gamma, double epsilon,
+                                       const aclTensor* y_out, const aclTensor* rstd_out,
+                                       uint64_t* workspace_size, aclOpExecutor** executor);
+using RmsNormGradPrepare = aclnnStatus (*)(const aclTensor* dy, const aclTensor* x, const aclTensor* rstd,
+                                           const aclTensor* gamma, const aclTensor* dx_out,
+                                           const aclTensor* dgamma_out, uint64_t* workspace_size,
+                                           aclOpExecutor** executor);
+using RopePrepare = aclnnStatus (*)(const aclTensor* x, const aclTensor* cos, const aclTensor* sin,
+                                    int64_t mode, const aclTensor* out, uint64_t* workspace_size,
+                                    aclOpExecutor** executor);
+using RopeGradPrepare = aclnnStatus (*)(const aclTensor* dy, const aclTensor* cos, const aclTensor* sin,
+                                        const aclTensor* x_optional, int64_t mode, const aclTensor* dx_out,
+                                        const aclTensor* dcos_out, const aclTensor* dsin_out,
+                                        uint64_t* workspace_size, aclOpExecutor** executor);
+using LightningIndexerPrepare =
+    aclnnStatus (*)(const aclTensor* query, const aclTensor* key, const aclTensor* weights,
+                    const aclTensor* actual_seq_lengths_query, const aclTensor* actual_seq_lengths_key,
+                    const aclTensor* block_table, char* layout_query, char* layout_key, int64_t sparse_count,
+                    int64_t sparse_mode, int64_t pre_tokens, int64_t next_tokens, bool return_values,
+                    const aclTensor* sparse_indices_out, const aclTensor* sparse_values_out,
+                    uint64_t* workspace_size, aclOpExecutor** executor);
+using LightningIndexerGradPrepare = aclnnStatus (*)(
+    const aclTensor* query, const aclTensor* key, const aclTensor* dy, const aclTensor* sparse_indices,
+    const aclTensor* weights, const aclTensor* actual_seq_lengths_query,
+    const aclTensor* actual_seq_lengths_key, int64_t head_num, char* layout, int64_t sparse_mode,
+    int64_t pre_tokens, int64_t next_tokens, bool deterministic, const aclTensor* d_query,
+    const aclTensor* d_key, const aclTensor* d_weights, uint64_t* workspace_size, aclOpExecutor** executor);
+
+}  // namespace oao::acl

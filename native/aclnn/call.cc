@@ -1,0 +1,149 @@
+#include "aclnn/call.h"
+
+#include <stdexcept>
+
+namespace oao {
+namespace {
+
+const char* code_name(aclnnStatus code) {
+  switch (code) {
+    case acl::kErrParamNullptr:
+      return "ACLNN_ERR_PARAM_NULLPTR";
+    case acl::kErrParamInvalid:
+      return "ACLNN_ERR_PARAM_INVALID";
+    case acl::kErrRuntime:
+      return "ACLNN_ERR_RUNTIME_ERROR";
+    case acl::kErrInner:
+      return "ACLNN_ERR_INNER";
+    case acl::kErrInferShape:
+      return "ACLNN_ERR_INNER_INFERSHAPE_ERROR";
+    case acl::kErrTiling:
+      return "ACLNN_ERR_INNER_TILING_ERROR";
+    case acl::kErrFindKernel:
+      return "ACLNN_ERR_INNER_FIND_KERNEL_ERROR";
+    case acl::kErrCreateExecutor:
+      return "ACLNN_ERR_INNER_CREATE_EXECUTOR";
+    case acl::kErrInnerNullptr:
+      return "ACLNN_ERR_INNER_NULLPTR";
+    case acl::kErrOppPathNotFound:
+      return "ACLNN_ERR_INNER_OPP_PATH_NOT_FOUND";
+    case acl::kErrOppKernelPkgNotFound:
+      return "ACLNN_ERR_INNER_OPP_KERNEL_PKG_NOT_FOUND";
+  }
+  return "unknown aclnn status";
+}
+
+// Argument codes mean the caller can fix the call; the rest are the installation's or the
+// device's.
+OrtErrorCode ort_code(aclnnStatus code) {
+  switch (code) {
+    case acl::kErrParamNullptr:
+    case acl::kErrParamInvalid:
+    case acl::kErrInferShape:
+    case acl::kErrTiling:
+      return ORT_INVALID_ARGUMENT;
+    case acl::kErrFindKernel:
+    case acl::kErrOppPathNotFound:
+    case acl::kErrOppKernelPkgNotFound:
+      return ORT_NOT_IMPLEMENTED;
+  }
+  return ORT_RUNTIME_EXCEPTION;
+}
+
+}  // namespace
+
+// Device memory for one launch. It goes back to the allocator as soon as the launch is queued,
+// without waiting for the stream: the EP's arena hands it out again only to work queued later on
+// the same stream, which runs after this op (the CANN EP's own kernels free scratch memory so).
+class DeviceBuffer {
+ public:
+  DeviceBuffer(OrtAllocator* allocator, uint64_t size) : allocator_(allocator) {
+    if (size == 0) return;
+    data_ = allocator->Alloc(allocator, size);
+    if (data_ == nullptr) {
+      throw std::runtime_error("could not allocate " + std::to_string(size) + " bytes of device memory");
+    }
+  }
+  ~DeviceBuffer() {
+    if (data_ != nullptr) allocator_->Free(allocator_, data_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  OrtAllocator* allocator_;
+  void* data_ = nullptr;
+};
+
+DeviceAllocator device_allocator(const OrtKernelInfo* info) {
+  OrtAllocator* allocator = nullptr;
+  Ort::ThrowOnError(Ort::GetApi().KernelInfoGetAllocator(info, OrtMemTypeDefault, &allocator));
+  return DeviceAllocator(allocator);
+}
+
+AclnnCall::AclnnCall(const char* op, const Io& io, OrtAllocator* allocator)
+    : op_(op),
+      cann_(acl::Cann::get()),
+      allocator_(allocator),
+      stream_(io.stream()),
+      create_tensor_(cann_.base<acl::CreateTensor>("aclCreateTensor")),
+      destroy_tensor_(cann_.base<acl::DestroyTensor>("aclDestroyTensor")) {}
+
+AclnnCall::~AclnnCall() {
+  for (aclTensor* tensor : tensors_) destroy_tensor_(tensor);
+}
+
+const aclTensor* AclnnCall::tensor(const void* data, const Shape& shape, aclDataType type) {
+  static_assert(sizeof(int64_t) == sizeof(Shape::value_type));
+  Shape strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  tensors_.reserve(tensors_.size() + 1);  // so that push_back cannot throw and leak the tensor
+  aclTensor* tensor = create_tensor_(shape.data(), shape.size(), type, strides.data(), 0, ACL_FORMAT_ND,
+                                     shape.data(), shape.size(), const_cast<void*>(data));
+  if (tensor == nullptr) {
+    throw std::runtime_error("aclCreateTensor refused a tensor of shape " + shape_str(shape));
+  }
+  tensors_.push_back(tensor);
+  return tensor;
+}
+
+void* AclnnCall::scratch(size_t bytes) {
+  scratch_.push_back(std::make_unique<DeviceBuffer>(allocator_, bytes));
+  return scratch_.back()->data();
+}
+
+Ort::Status AclnnCall::launch_prepared(const std::string& name, acl::Launch launch, uint64_t workspace_size,
+                                       aclOpExecutor* executor) const {
+  // The executor is ours to free until the second phase takes it, e.g. when the workspace
+  // allocation fails.
+  const auto destroy = cann_.base<acl::DestroyExecutor>("aclDestroyAclOpExecutor");
+  std::unique_ptr<aclOpExecutor, acl::DestroyExecutor> pending(executor, destroy);
+  const DeviceBuffer workspace(allocator_, workspace_size);
+  const aclnnStatus code = launch(workspace.data(), workspace_size, pending.release(), stream_);
+  return code == acl::kSuccess ? Ort::Status(nullptr) : vendor_error(name, code, nullptr);
+}
+
+Ort::Status AclnnCall::vendor_error(const std::string& function, aclnnStatus code,
+                                    aclOpExecutor* executor) const {
+  if (executor != nullptr) cann_.base<acl::DestroyExecutor>("aclDestroyAclOpExecutor")(executor);
+  const char* detail = cann_.base<acl::GetRecentErrMsg>("aclGetRecentErrMsg")();
+  std::string message = std::string(op_) + ": " + function + " failed with " + std::to_string(code) + " (" +
+                        code_name(code) + ")";
+  if (detail != nullptr && *detail != '\0') message += ": " + std::string(detail);
+  return Ort::Status(message.c_str(), ort_code(code));
+}
+
+void AclnnCall::copy_to_host(void* host, const void* device, size_t bytes) const {
+  if (bytes == 0) return;
+  const auto synchronize = cann_.base<acl::SynchronizeStream>("aclrtSynchronizeStream");
+  const auto memcpy = cann_.base<acl::MemcpyDeviceToHost>("aclrtMemcpy");
+  aclError code = synchronize(stream_);
+  if (code == 0) code = memcpy(host, bytes, device, bytes, acl::kMemcpyDeviceToHost);
+  if (code != 0) {
+    throw std::runtime_error("reading " + std::to_string(bytes) + " bytes back from the device failed with " +
+                             std::to_string(code));
+  }
+}
+
+}  // namespace oao

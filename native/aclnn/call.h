@@ -1,0 +1,93 @@
+// One aclnn call as ONNX Runtime runs it: aclTensors over ORT's device buffers, the vendor's two
+// phases, workspace from the execution provider's allocator, launch on its stream, vendor errors as
+// ORT statuses. Every object a call creates is released on every path.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aclnn/cann.h"
+#include "ort/io.h"
+
+namespace oao {
+
+// The execution provider the aclnn kernels register for (registry.cc): CANN's, or the CPU's in the
+// test build that runs them against the host emulator.
+extern const char* const kAclnnEp;
+
+template <class T>
+constexpr aclDataType acl_type() {
+  if constexpr (std::is_same_v<T, float>) return ACL_FLOAT;
+  if constexpr (std::is_same_v<T, Ort::Float16_t>) return ACL_FLOAT16;
+  if constexpr (std::is_same_v<T, Ort::BFloat16_t>) return ACL_BF16;
+  if constexpr (std::is_same_v<T, int32_t>) return ACL_INT32;
+  if constexpr (std::is_same_v<T, int64_t>) return ACL_INT64;
+}
+
+// The device allocator of the kernel's execution provider (KernelInfoGetAllocator: the CANN EP
+// refuses memory infos made with CreateMemoryInfo("Cann")).
+struct AllocatorRelease {
+  void operator()(OrtAllocator* allocator) const { Ort::GetApi().ReleaseAllocator(allocator); }
+};
+using DeviceAllocator = std::unique_ptr<OrtAllocator, AllocatorRelease>;
+DeviceAllocator device_allocator(const OrtKernelInfo* info);
+
+class DeviceBuffer;
+
+class AclnnCall {
+ public:
+  AclnnCall(const char* op, const Io& io, OrtAllocator* allocator);
+  ~AclnnCall();
+  AclnnCall(const AclnnCall&) = delete;
+  AclnnCall& operator=(const AclnnCall&) = delete;
+
+  const acl::Cann& cann() const { return cann_; }
+
+  // A contiguous ND aclTensor over `data` (no copy), viewed with `shape`.
+  const aclTensor* tensor(const void* data, const Shape& shape, aclDataType type);
+
+  // Device memory from the EP's allocator that lives as long as the call, for outputs aclnn
+  // writes but the node does not take.
+  void* scratch(size_t bytes);
+
+  // aclnn<name>GetWorkspaceSize(args..., &size, &executor), then aclnn<name>(workspace, size,
+  // executor, stream). The stream orders the work; the host does not wait for it.
+  template <class Prepare, class... Args>
+  Ort::Status run(const std::string& name, Args... args) {
+    const std::string prepare_name = name + "GetWorkspaceSize";
+    const auto prepare = cann_.op<Prepare>(prepare_name.c_str());
+    const auto launch = cann_.op<acl::Launch>(name.c_str());
+    uint64_t workspace_size = 0;
+    aclOpExecutor* executor = nullptr;
+    const aclnnStatus code = prepare(args..., &workspace_size, &executor);
+    return code == acl::kSuccess ? launch_prepared(name, launch, workspace_size, executor)
+                                 : vendor_error(prepare_name, code, executor);
+  }
+
+  // `count` values copied from device memory once the stream's earlier work (which may produce
+  // them) is done: the one place the host waits for the device, for checks on index values.
+  template <class I>
+  std::vector<I> to_host(const void* device, int64_t count) const {
+    std::vector<I> host(count);
+    copy_to_host(host.data(), device, host.size() * sizeof(I));
+    return host;
+  }
+
+ private:
+  Ort::Status launch_prepared(const std::string& name, acl::Launch launch, uint64_t workspace_size,
+                              aclOpExecutor* executor) const;
+  Ort::Status vendor_error(const std::string& function, aclnnStatus code, aclOpExecutor* executor) const;
+  void copy_to_host(void* host, const void* device, size_t bytes) const;
+
+  const char* op_;
+  const acl::Cann& cann_;
+  OrtAllocator* allocator_;
+  void* stream_;
+  acl::CreateTensor create_tensor_;
+  acl::DestroyTensor destroy_tensor_;  // resolved up front: the destructor must not throw
+  std::vector<aclTensor*> tensors_;
+  std::vector<std::unique_ptr<DeviceBuffer>> scratch_;
+};
+
+}  // namespace oao

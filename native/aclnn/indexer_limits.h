@@ -1,0 +1,99 @@
+// aclnnLightningIndexer(Grad)'s limits beyond the contract (their pages and the vendor's operator
+// definitions): float16 or bfloat16, int32 indices and sequence lengths, head dim 128, at most 64
+// query heads, and the per-product support.
+#pragma once
+
+#include "aclnn/call.h"
+#include "aclnn/limits.h"
+#include "ort/lightning_indexer_shapes.h"
+
+namespace oao {
+
+template <class T>
+Ort::Status check_indexer_type(const char* op) {
+  if constexpr (std::is_same_v<T, float>) {
+    return op_error(op, std::string("aclnn") + op + " takes float16 or bfloat16 inputs, not float32");
+  }
+  return Ort::Status(nullptr);
+}
+
+inline Ort::Status check_indexer_family(const char* op, acl::Family family) {
+  using acl::Family;
+  return one_of(family, {Family::kA2, Family::kA3, Family::k950, Family::kUnknown})
+             ? Ort::Status(nullptr)
+             : not_supported_on(op, family);
+}
+
+inline Ort::Status check_int32(const char* op, const char* name, ONNXTensorElementDataType type) {
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) return Ort::Status(nullptr);
+  return op_error(op, std::string("input '") + name + "' must be int32 for aclnn" + op +
+                          " (its operator definition takes int32 only)");
+}
+
+// TND's sequence lengths read back to the host for the contract's checks (the host waits for the
+// stream here); BSND takes none, so nothing is read.
+inline Ort::Status host_lengths(const char* op, AclnnCall& call, bool tnd, const char* name,
+                                const std::optional<Io::Untyped>& input, std::vector<int32_t>& storage,
+                                HostLengths& out) {
+  out = input;
+  if (!input || !tnd) return Ort::Status(nullptr);
+  if (auto status = check_int32(op, name, input->type); !status.IsOK()) return status;
+  storage = call.to_host<int32_t>(input->data, element_count(input->shape));
+  out->data = storage.data();
+  return Ort::Status(nullptr);
+}
+
+// TND's sequence lengths as aclnn takes them (int32, checked by host_lengths); none for BSND.
+inline const aclTensor* lengths_tensor(AclnnCall& call, const Io& io, size_t input, bool tnd) {
+  const auto lengths = io.untyped_input(input);
+  return tnd && lengths ? call.tensor(lengths->data, lengths->shape, ACL_INT32) : nullptr;
+}
+
+inline Ort::Status check_head_dim(const char* op, const IndexerShape& s) {
+  if (s.d == 128) return Ort::Status(nullptr);
+  return op_error(
+      op, std::string("aclnn") + op + " needs head dim D = 128; query has D = " + std::to_string(s.d));
+}
+
+// Batches and their lengths: B in [1, 1024], S1 in [1, 128K], S2 in [min_key_rows, 128K].
+inline Ort::Status check_batches(const char* op, const IndexerShape& s, int64_t min_key_rows) {
+  constexpr int64_t kMaxSeq = 128 * 1024;
+  const auto batches = static_cast<int64_t>(s.spans.query_end.size());
+  if (batches < 1 || batches > 1024) {
+    return op_error(op,
+                    std::string("aclnn") + op + " takes 1 to 1024 batches; got " + std::to_string(batches));
+  }
+  for (int64_t b = 0; b < batches; ++b) {
+    const int64_t s1 = s.spans.query_end[b] - s.spans.query_begin(b);
+    const int64_t s2 = s.spans.key_end[b] - s.spans.key_begin(b);
+    if (s1 < 1 || s1 > kMaxSeq || s2 < min_key_rows || s2 > kMaxSeq) {
+      return op_error(op, std::string("aclnn") + op + " needs 1 <= S1 <= 131072 and " +
+                              std::to_string(min_key_rows) + " <= S2 <= 131072 per batch; batch " +
+                              std::to_string(b) + " has S1 = " + std::to_string(s1) +
+                              ", S2 = " + std::to_string(s2));
+    }
+  }
+  return Ort::Status(nullptr);
+}
+
+// The vendor kernel reads every counted slot as a key row, -1 included (NOTES.md); the contract
+// skips a -1 there, so aclnn gets none: refused here rather than read out of bounds on the device.
+inline Ort::Status check_no_skipped_slots(const char* op, const int32_t* indices, const IndexerShape& s,
+                                          int sparse_mode) {
+  const std::vector<int64_t> batch_of = s.spans.batch_of_tokens();
+  for (int64_t t = 0; t < s.spans.tokens(); ++t) {
+    const int64_t b = batch_of[t];
+    const int64_t counted = counted_slots(s.spans, b, t - s.spans.query_begin(b), s.k, sparse_mode);
+    for (int64_t slot = 0; slot < counted; ++slot) {
+      if (indices[t * s.k + slot] == -1) {
+        return op_error(op, "sparse_indices of token " + std::to_string(t) + ", slot " +
+                                std::to_string(slot) +
+                                " is -1; aclnnLightningIndexerGrad reads every slot sparse_mode counts "
+                                "and cannot skip it (the CPU kernel can)");
+      }
+    }
+  }
+  return Ort::Status(nullptr);
+}
+
+}  // namespace oao

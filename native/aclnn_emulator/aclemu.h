@@ -1,0 +1,35 @@
+// Control API of the aclnn host emulator, exported by its libascendcl.so. Tests drive it through
+// ctypes or by including this header; nothing in the package itself calls it.
+#pragma once
+
+#include <stdint.h>
+
+#define ACLEMU_EXPORT __attribute__((visibility("default")))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Clears injected failures, call counters, the workspace override and the SoC name (back to
+// "Ascend910B2"), and the calling thread's pending error message. Live objects stay counted.
+ACLEMU_EXPORT void aclemu_reset(void);
+// From now until reset, every call of the exported `symbol` fails at its start with `code`, sets
+// `message` as the recent error and creates nothing. Functions that return a pointer return NULL;
+// a second phase still frees its executor. code 0 removes the injection.
+ACLEMU_EXPORT void aclemu_fail(const char* symbol, int32_t code, const char* message);
+// Workspace size every first phase reports; 0 restores the default.
+ACLEMU_EXPORT void aclemu_set_workspace_size(uint64_t bytes);
+// Calls of an emulated ACL symbol since the last reset. The old custom package's two functions
+// count under "libcust_opapi:aclnnLightningIndexerGetWorkspaceSize" and
+// "libcust_opapi:aclnnLightningIndexer".
+ACLEMU_EXPORT int64_t aclemu_calls(const char* symbol);
+ACLEMU_EXPORT int64_t aclemu_live_tensors(void);
+ACLEMU_EXPORT int64_t aclemu_live_executors(void);
+// What aclrtGetSocName returns and which product's rules the ops apply (by prefix: Ascend910B<digit>
+// A2, Ascend910_93 A3, Ascend950 950, Ascend310P Atlas inference, else unsupported); "" reports no
+// name while the ops keep the A2 rules; NULL restores the default.
+ACLEMU_EXPORT void aclemu_set_soc(const char* name);
+
+#ifdef __cplusplus
+}
+#endif

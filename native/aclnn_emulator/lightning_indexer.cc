@@ -1,0 +1,184 @@
+// libopapi_transformer.so, part 2: aclnnLightningIndexer (the current signature). Per query token
+// t the score of key s is I = sum_j w[t,j] relu(q[t,j] . k[s]); the sparseCount best allowed keys
+// go out in descending score, ties to the lower key, NaN last, and the slots past them -1 / 0.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <type_traits>
+
+#include "lightning.h"
+#include "op.h"
+#include "tensor.h"
+
+namespace {
+
+using namespace aclemu;
+
+constexpr int64_t kHeadDim = 128;
+
+struct Sizes {
+  int64_t n1, d, count;
+  std::vector<Batch> batches;
+  int64_t sparse_mode;
+};
+
+bool valid_sparse_count(int64_t count) {
+  return (count >= 1 && count <= 2048) || (count > 0 && count <= 8192 && count % 1024 == 0);
+}
+
+bool valid_heads(int64_t n1, Product p) {
+  if (p == Product::k950) return n1 == 8 || n1 == 16 || n1 == 24 || n1 == 32 || n1 == 64;
+  return n1 >= 1 && n1 <= 64;
+}
+
+void compute(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const aclTensor* w_p,
+             const aclTensor* idx_p, const aclTensor* val_p) {
+  const std::vector<float> q = read_floats(*q_p), key = read_floats(*k_p), w = read_floats(*w_p);
+  const int64_t tokens = numel(*idx_p) / z.count;
+  std::vector<int64_t> idx(static_cast<size_t>(tokens * z.count), -1);
+  std::vector<float> values(idx.size(), 0.0f);
+  std::vector<float> scores;
+  std::vector<int64_t> order;
+  for (const Batch& batch : z.batches) {
+    for (int64_t s = 0; s < batch.q_len; ++s) {
+      const int64_t t = batch.q_begin + s;
+      const int64_t allowed = allowed_keys(batch, s, z.sparse_mode);
+      scores.assign(static_cast<size_t>(allowed), 0.0f);
+      for (int64_t i = 0; i < allowed; ++i) {
+        const float* kv = &key[(batch.k_begin + i) * z.d];
+        float score = 0.0f;
+        for (int64_t j = 0; j < z.n1; ++j) {
+          const float* qj = &q[(t * z.n1 + j) * z.d];
+          float dot = 0.0f;
+          for (int64_t e = 0; e < z.d; ++e) dot += qj[e] * kv[e];
+          score += w[t * z.n1 + j] * std::max(dot, 0.0f);  // keeps a NaN dot
+        }
+        scores[i] = score;
+      }
+      const int64_t kept = std::min(z.count, allowed);
+      order.resize(static_cast<size_t>(allowed));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + kept, order.end(), [&](int64_t a, int64_t b) {
+        const bool nan_a = std::isnan(scores[a]), nan_b = std::isnan(scores[b]);
+        if (nan_a != nan_b) return nan_b;
+        if (!nan_a && scores[a] != scores[b]) return scores[a] > scores[b];
+        return a < b;
+      });
+      for (int64_t slot = 0; slot < kept; ++slot) {
+        idx[t * z.count + slot] = order[slot];
+        values[t * z.count + slot] = scores[order[slot]];
+      }
+    }
+  }
+  write_ints(*idx_p, idx);
+  if (val_p != nullptr) write_floats(*val_p, values);
+}
+
+Plan lightning_indexer(const aclTensor* q_p, const aclTensor* k_p, const aclTensor* w_p,
+                       const aclTensor* lq_p, const aclTensor* lk_p, const aclTensor* block_table,
+                       const char* layout_query, const char* layout_key, int64_t sparse_count,
+                       int64_t sparse_mode, int64_t pre_tokens, int64_t next_tokens, bool return_values,
+                       const aclTensor* idx_p, const aclTensor* val_p) {
+  const aclTensor& q = need(q_p, "query");
+  const aclTensor& key = need(k_p, "key");
+  const aclTensor& w = need(w_p, "weights");
+  const aclTensor& idx = need(idx_p, "sparseIndicesOut");
+  std::vector<const aclTensor*> inputs{q_p, k_p, w_p}, outputs{idx_p};
+  if (return_values) outputs.push_back(&need(val_p, "sparseValuesOut"));
+  if (layout_key != nullptr && std::strcmp(layout_key, "PA_BSND") == 0) {
+    fail(kErrParamInvalid, "layoutKey PA_BSND (paged key cache) is not emulated");
+  }
+  if (block_table != nullptr) fail(kErrParamInvalid, "blockTableOptional is not emulated (PA_BSND only)");
+  const Layout layout = parse_layout(layout_query, "layoutQuery");
+  if (parse_layout(layout_key, "layoutKey") != layout)
+    fail(kErrParamInvalid, "layoutKey must equal layoutQuery");
+  const bool bsnd = layout == Layout::kBSND;
+  if (bsnd) {
+    // On BSND they would be per-batch valid lengths, which the emulator does not model.
+    if (lq_p != nullptr || lk_p != nullptr)
+      fail(kErrParamInvalid, "actual sequence lengths with BSND are not emulated");
+  } else {
+    check_dtype(need(lq_p, "actualSeqLengthsQueryOptional"), "actualSeqLengthsQueryOptional", {ACL_INT32});
+    check_dtype(need(lk_p, "actualSeqLengthsKeyOptional"), "actualSeqLengthsKeyOptional", {ACL_INT32});
+    inputs.insert(inputs.end(), {lq_p, lk_p});
+  }
+  const Product p = product();
+  check_dtype(q, "query", {ACL_FLOAT16, ACL_BF16});
+  check_same_dtype(key, "key", q, "query");
+  if (w.dtype != q.dtype && (w.dtype != ACL_FLOAT || p == Product::k950)) {
+    fail(kErrParamInvalid, "weights dtype " + dtype_name(w.dtype) + " must equal query dtype " +
+                               dtype_name(q.dtype) + (p == Product::k950 ? "" : " or be FLOAT32"));
+  }
+  check_dtype(idx, "sparseIndicesOut", {ACL_INT32});
+  if (return_values) check_same_dtype(*val_p, "sparseValuesOut", q, "query");
+  if (!valid_sparse_count(sparse_count)) {
+    fail(kErrParamInvalid,
+         "sparseCount " + std::to_string(sparse_count) + " not in 1..2048 or a multiple of 1024 up to 8192");
+  }
+  if (sparse_mode != 0 && sparse_mode != 3) {
+    fail(kErrParamInvalid, "sparseMode " + std::to_string(sparse_mode) + " not 0 or 3");
+  }
+  for (const aclTensor* t : inputs) check_contiguous(*t, "every input");
+  for (const aclTensor* t : outputs) check_contiguous(*t, "every output");
+  constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+  if (pre_tokens != kUnbounded || next_tokens != kUnbounded) {
+    fail(kErrTiling, "preTokens and nextTokens must be 2^63-1");
+  }
+  if (p != Product::kA2 && p != Product::kA3 && p != Product::k950) fail_product();
+
+  const size_t rank = bsnd ? 4 : 3;
+  check_rank(q, "query", rank, rank);
+  check_rank(key, "key", rank, rank);
+  if (numel(q) == 0 || numel(key) == 0) fail(kErrTiling, "empty query or key is not supported");
+  const std::vector<int64_t> lead(q.dims.begin(), q.dims.end() - 2);  // [B, S1] or [T1]
+  Sizes z{q.dims[rank - 2], q.dims.back(), sparse_count, {}, sparse_mode};
+  const std::vector<int64_t> want_key =
+      bsnd ? std::vector<int64_t>{lead[0], key.dims[1], 1, z.d} : std::vector<int64_t>{key.dims[0], 1, z.d};
+  check_shape(key, "key", want_key, "one key head and query's batch and head dim");
+  std::vector<int64_t> want_w = lead;
+  want_w.push_back(z.n1);
+  check_shape(w, "weights", want_w, "query's tokens and heads");
+  std::vector<int64_t> want_out = lead;
+  want_out.insert(want_out.end(), {1, sparse_count});
+  check_shape(idx, "sparseIndicesOut", want_out, "[B, S1, N2, sparseCount] or [T1, N2, sparseCount]");
+  if (return_values) check_shape(*val_p, "sparseValuesOut", want_out, "sparseIndicesOut's shape");
+  if (z.d != kHeadDim) fail(kErrTiling, "head dim D must be 128");
+  if (!valid_heads(z.n1, p)) {
+    fail(kErrTiling,
+         std::string("query N1 must be ") + (p == Product::k950 ? "8, 16, 24, 32 or 64" : "in 1..64"));
+  }
+  z.batches = bsnd ? equal_batches(lead[0], lead[1], key.dims[1])
+                   : cumulative_batches(*lq_p, *lk_p, lead[0], key.dims[0]);
+  const aclTensor* values_out = return_values ? val_p : nullptr;
+  return Plan{inputs, outputs, [=] { compute(z, q_p, k_p, w_p, idx_p, values_out); }};
+}
+
+}  // namespace
+
+ACLEMU_API aclnnStatus aclnnLightningIndexerGetWorkspaceSize(
+    const aclTensor* query, const aclTensor* key, const aclTensor* weights,
+    const aclTensor* actualSeqLengthsQueryOptional, const aclTensor* actualSeqLengthsKeyOptional,
+    const aclTensor* blockTableOptional, char* layoutQueryOptional, char* layoutKeyOptional,
+    int64_t sparseCount, int64_t sparseMode, int64_t preTokens, int64_t nextTokens, bool returnValues,
+    const aclTensor* sparseIndicesOut, const aclTensor* sparseValuesOut, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepare(
+      "aclnnLightningIndexerGetWorkspaceSize", "aclnnLightningIndexer", workspaceSize, executor, [&] {
+        return lightning_indexer(query, key, weights, actualSeqLengthsQueryOptional,
+                                 actualSeqLengthsKeyOptional, blockTableOptional, layoutQueryOptional,
+                                 layoutKeyOptional, sparseCount, sparseMode, preTokens, nextTokens,
+                                 returnValues, sparseIndicesOut, sparseValuesOut);
+      });
+}
+
+ACLEMU_API aclnnStatus aclnnLightningIndexer(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                             aclrtStream) {
+  return launch("aclnnLightningIndexer", workspace, workspaceSize, executor);
+}
+
+static_assert(
+    std::is_same_v<decltype(&aclnnLightningIndexerGetWorkspaceSize), oao::acl::LightningIndexerPrepare>);
+static_assert(std::is_same_v<decltype(&aclnnLightningIndexer), oao::acl::Launch>);

@@ -1,0 +1,86 @@
+// libnnopbase.so: tensor descriptors and the explicit executor destroy.
+#include <memory>
+#include <type_traits>
+
+#include "op.h"
+#include "tensor.h"
+
+namespace {
+
+using namespace aclemu;
+
+constexpr uint64_t kMaxRank = 8;
+
+// Empty when the arguments describe a tensor, else why not.
+std::string invalid_reason(const int64_t* view_dims, uint64_t view_dims_num, aclDataType data_type,
+                           const int64_t* stride, int64_t offset, const int64_t* storage_dims,
+                           uint64_t storage_dims_num) {
+  if (view_dims_num > kMaxRank || storage_dims_num > kMaxRank) return "at most 8 dims are supported";
+  if (view_dims_num > 0 && view_dims == nullptr) return "viewDims is NULL";
+  if (view_dims_num > 0 && stride == nullptr) return "stride is NULL";
+  if (storage_dims_num > 0 && storage_dims == nullptr) return "storageDims is NULL";
+  if (element_size(data_type) == 0) return "unknown dataType " + std::to_string(static_cast<int>(data_type));
+  if (offset < 0) return "offset is negative";
+  for (uint64_t i = 0; i < view_dims_num; ++i) {
+    if (view_dims[i] < 0) return "viewDims[" + std::to_string(i) + "] is negative";
+    if (stride[i] < 0) return "stride[" + std::to_string(i) + "] is negative";
+  }
+  for (uint64_t i = 0; i < storage_dims_num; ++i) {
+    if (storage_dims[i] < 0) return "storageDims[" + std::to_string(i) + "] is negative";
+  }
+  return {};
+}
+
+}  // namespace
+
+ACLEMU_API aclTensor* aclCreateTensor(const int64_t* view_dims, uint64_t view_dims_num, aclDataType data_type,
+                                      const int64_t* stride, int64_t offset, aclFormat format,
+                                      const int64_t* storage_dims, uint64_t storage_dims_num,
+                                      void* tensor_data) {
+  if (hooks().enter("aclCreateTensor") != 0) return nullptr;
+  const std::string why =
+      invalid_reason(view_dims, view_dims_num, data_type, stride, offset, storage_dims, storage_dims_num);
+  if (!why.empty()) {
+    hooks().set_error("aclCreateTensor: " + why);
+    return nullptr;
+  }
+  auto* t = new aclTensor{{view_dims, view_dims + view_dims_num},
+                          {stride, stride + view_dims_num},
+                          {storage_dims, storage_dims + storage_dims_num},
+                          offset,
+                          data_type,
+                          format,
+                          tensor_data};
+  hooks().add_live(Kind::kTensor, t);
+  return t;
+}
+
+ACLEMU_API aclnnStatus aclDestroyTensor(const aclTensor* tensor) {
+  if (aclnnStatus injected = hooks().enter("aclDestroyTensor")) return injected;
+  if (tensor == nullptr) return kSuccess;
+  if (!hooks().remove_live(Kind::kTensor, tensor)) {
+    hooks().set_error("aclDestroyTensor: not a live aclTensor (destroyed twice?)");
+    return kErrParamInvalid;
+  }
+  delete tensor;
+  return kSuccess;
+}
+
+// For an executor whose second phase never ran; the second phase frees its own.
+ACLEMU_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
+  if (aclnnStatus injected = hooks().enter("aclDestroyAclOpExecutor")) return injected;
+  if (executor == nullptr) {  // the vendor's documented failure
+    hooks().set_error("aclDestroyAclOpExecutor: executor is NULL");
+    return kErrInnerNullptr;
+  }
+  if (!hooks().remove_live(Kind::kExecutor, executor)) {
+    hooks().set_error("aclDestroyAclOpExecutor: executor is not live: already launched or destroyed");
+    return kErrInner;
+  }
+  delete executor;
+  return kSuccess;
+}
+
+static_assert(std::is_same_v<decltype(&aclCreateTensor), oao::acl::CreateTensor>);
+static_assert(std::is_same_v<decltype(&aclDestroyTensor), oao::acl::DestroyTensor>);
+static_assert(std::is_same_v<decltype(&aclDestroyAclOpExecutor), oao::acl::DestroyExecutor>);

@@ -1,0 +1,66 @@
+"""The aclnn backend without an NPU: a host emulator of the CANN libraries the backend opens
+(``lib64/``: device memory is host memory, the stream does nothing, every aclnn entry point checks
+its arguments as the vendor documents and computes with its own loops), and a build of the
+custom-op library that registers the aclnn kernels under the CPU execution provider.
+
+Tests drive the emulator through :func:`control`. Results here say the backend calls aclnn as
+the vendor documents; they say nothing about Ascend hardware.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from pathlib import Path
+
+import onnxruntime as ort
+
+_HERE = Path(os.environ.get("ORT_ASCEND_OPS_ACLNN_EMULATOR", Path(__file__).parent))
+
+
+def home() -> str:
+    """An ``ASCEND_HOME_PATH`` holding the emulated libraries (``lib64/``)."""
+    return str(_HERE)
+
+
+def custom_opp() -> str:
+    """An ``ASCEND_CUSTOM_OPP_PATH`` entry holding an old-signature custom package."""
+    return str(_HERE / "custom_opp")
+
+
+def library_path() -> str:
+    """The custom-op library with the aclnn kernels registered for ``CPUExecutionProvider``."""
+    path = _HERE / "libort_ascend_ops_aclnn_on_cpu.so"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found; build with -DOAO_ACLNN_EMULATOR=ON (the default)")
+    return str(path)
+
+
+def activate() -> None:
+    """Points the aclnn backend at the emulator; call before the first aclnn op in the process
+    (the backend opens the CANN libraries once)."""
+    os.environ["ASCEND_HOME_PATH"] = home()
+
+
+def session_options(*, threads: int | None = None) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.register_custom_ops_library(library_path())
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return options
+
+
+@functools.cache
+def control() -> ctypes.CDLL:
+    """The emulator's control functions (``aclemu_*``, see native/aclnn_emulator/aclemu.h), in the
+    same library instance the backend loads."""
+    lib = ctypes.CDLL(str(_HERE / "lib64" / "libascendcl.so"))
+    lib.aclemu_reset.argtypes = []
+    lib.aclemu_fail.argtypes = [ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p]
+    lib.aclemu_set_workspace_size.argtypes = [ctypes.c_uint64]
+    lib.aclemu_set_soc.argtypes = [ctypes.c_char_p]
+    for name in ("aclemu_calls", "aclemu_live_tensors", "aclemu_live_executors"):
+        getattr(lib, name).restype = ctypes.c_int64
+    lib.aclemu_calls.argtypes = [ctypes.c_char_p]
+    return lib

@@ -1,0 +1,36 @@
+"""What the aclnn backend's tests share: running an op against the host emulator, and checking that
+a refused call was refused by the backend itself, before any vendor function ran."""
+
+import pytest
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
+
+from engines import run
+from harness import raw_model
+from ort_ascend_ops import aclnn_emulator, make_session
+
+
+def run_aclnn(op_name, inputs, attrs=None, outputs=None):
+    return run("aclnn", op_name, inputs, attrs or {}, outputs)
+
+
+def run_aclnn_raw(op_name, inputs, outputs, attrs=None):
+    """A single node built without the schema's checks (for inputs it would refuse)."""
+    aclnn_emulator.activate()
+    model = raw_model(op_name, inputs, outputs, attrs)
+    return make_session(model, options=aclnn_emulator.session_options()).run(inputs)
+
+
+def assert_refused(emulator, op_name, inputs, attrs, match, *, error=InvalidArgument, raw_outputs=None):
+    """The backend refuses the call with an error naming the op and `match`, and no aclnn
+    function ran."""
+    with pytest.raises(error, match=match) as raised:
+        if raw_outputs is None:
+            run_aclnn(op_name, inputs, attrs)
+        else:
+            run_aclnn_raw(op_name, inputs, raw_outputs, attrs)
+    assert op_name in str(raised.value)
+    assert emulator.aclemu_calls(f"aclnn{op_name}GetWorkspaceSize".encode()) == 0
+    assert emulator.aclemu_calls(f"aclnn{op_name}".encode()) == 0
+
+
+__all__ = ["Fail", "InvalidArgument", "assert_refused", "run_aclnn", "run_aclnn_raw"]

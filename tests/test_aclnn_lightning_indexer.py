@@ -1,0 +1,59 @@
+"""LightningIndexer through the aclnn backend (host emulator) against the float64 oracle, and the
+aclnn page's limits checked before the vendor is called."""
+
+import numpy as np
+import pytest
+from aclnn_checks import assert_refused, run_aclnn
+from test_aclnn_lightning_indexer_grad import aclnn_inputs
+
+from lightning_checks import MODES, forward_inputs
+from oracles import BF16, F16, F32, TOL, assert_close, lightning_indexer_oracle
+
+OP = "LightningIndexer"
+
+
+@pytest.mark.parametrize("t", [F16, BF16], ids=lambda t: t.name)
+@pytest.mark.parametrize(("layout", "mode"), MODES)
+def test_matches_oracle(layout, mode, t, rng, emulator):
+    inputs = forward_inputs(aclnn_inputs(rng, layout, mode, t))
+    attrs = {"layout": layout, "sparse_mode": mode, "sparse_count": 6}
+    indices, values = run_aclnn(OP, inputs, attrs)
+    ref_indices, ref_values = lightning_indexer_oracle(**inputs, **attrs)
+    assert (indices.dtype, values.dtype) == (np.int32, t)
+    np.testing.assert_array_equal(indices, ref_indices)
+    assert_close(values, ref_values, TOL[t])
+    assert emulator.aclemu_calls(b"aclnnLightningIndexer") == 1
+
+
+@pytest.mark.parametrize(
+    ("soc", "heads", "rule"),
+    [
+        (b"Ascend910B3", 65, "1 to 64 query heads"),
+        (b"Ascend950DT_9582", 12, "8, 16, 24, 32 or 64 query heads"),
+    ],
+    ids=["A2", "950"],
+)
+def test_head_limits(soc, heads, rule, rng, emulator):
+    emulator.aclemu_set_soc(soc)
+    inputs = forward_inputs(aclnn_inputs(rng, "BSND", 3, F16, n1=heads))
+    assert_refused(emulator, OP, inputs, {"sparse_count": 4}, rule)
+
+
+@pytest.mark.parametrize("sparse_count", [2049, 3000, 9216])
+def test_sparse_count_limits(sparse_count, rng, emulator):
+    inputs = forward_inputs(aclnn_inputs(rng, "BSND", 3, F16))
+    assert_refused(emulator, OP, inputs, {"sparse_count": sparse_count}, "takes 1 to 2048, 3072")
+
+
+def test_float32_and_head_dim_are_refused(rng, emulator):
+    inputs = forward_inputs(aclnn_inputs(rng, "BSND", 3, F32))
+    assert_refused(emulator, OP, inputs, {"sparse_count": 4}, "not float32")
+    inputs = forward_inputs(aclnn_inputs(rng, "BSND", 3, F16, d=64))
+    assert_refused(emulator, OP, inputs, {"sparse_count": 4}, "head dim D = 128")
+
+
+def test_no_tokens_calls_nothing(rng, emulator):
+    inputs = forward_inputs(aclnn_inputs(rng, "BSND", 3, F16, s1=0))
+    indices, values = run_aclnn(OP, inputs, {"sparse_count": 4})
+    assert indices.shape == values.shape == (2, 0, 4)
+    assert emulator.aclemu_calls(b"aclnnLightningIndexerGetWorkspaceSize") == 0

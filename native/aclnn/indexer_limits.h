@@ -30,20 +30,30 @@ inline Ort::Status check_int32(const char* op, const char* name, ONNXTensorEleme
                           " (its operator definition takes int32 only)");
 }
 
-// TND's sequence lengths read back to the host for the contract's checks (the host waits for the
-// stream here); BSND takes none, so nothing is read.
-inline Ort::Status host_lengths(const char* op, AclnnCall& call, bool tnd, const char* name,
-                                const std::optional<Io::Untyped>& input, std::vector<int32_t>& storage,
-                                HostLengths& out) {
-  out = input;
-  if (!input || !tnd) return Ort::Status(nullptr);
-  if (auto status = check_int32(op, name, input->type); !status.IsOK()) return status;
-  storage = call.to_host<int32_t>(input->data, element_count(input->shape));
-  out->data = storage.data();
-  return Ort::Status(nullptr);
-}
+// TND's sequence lengths (inputs `first` and `first + 1`) read back to the host for the contract's
+// checks, the host waiting for the stream; BSND takes none, so nothing is read.
+class HostLengthPair {
+ public:
+  Ort::Status read(const char* op, AclnnCall& call, const Io& io, size_t first, bool tnd) {
+    const char* names[] = {"actual_seq_lengths_query", "actual_seq_lengths_key"};
+    for (size_t i = 0; i < 2; ++i) {
+      lengths_[i] = io.untyped_input(first + i);
+      if (!lengths_[i] || !tnd) continue;
+      if (auto status = check_int32(op, names[i], lengths_[i]->type); !status.IsOK()) return status;
+      storage_[i] = call.to_host<int32_t>(lengths_[i]->data, element_count(lengths_[i]->shape));
+      lengths_[i]->data = storage_[i].data();
+    }
+    return Ort::Status(nullptr);
+  }
+  const HostLengths& query() const { return lengths_[0]; }
+  const HostLengths& key() const { return lengths_[1]; }
 
-// TND's sequence lengths as aclnn takes them (int32, checked by host_lengths); none for BSND.
+ private:
+  HostLengths lengths_[2];
+  std::vector<int32_t> storage_[2];
+};
+
+// TND's sequence lengths as aclnn takes them (int32, checked by HostLengthPair); none for BSND.
 inline const aclTensor* lengths_tensor(AclnnCall& call, const Io& io, size_t input, bool tnd) {
   const auto lengths = io.untyped_input(input);
   return tnd && lengths ? call.tensor(lengths->data, lengths->shape, ACL_INT32) : nullptr;

@@ -34,18 +34,10 @@ struct IndexerAclnn : IndexerSignature<T> {
     const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);
     AclnnCall call(op, io, allocator.get());
     const bool tnd = this->layout == "TND";
-    std::vector<int32_t> query_storage, key_storage;
-    HostLengths query_lengths, key_lengths;
-    if (auto status = host_lengths(op, call, tnd, "actual_seq_lengths_query", io.untyped_input(3),
-                                   query_storage, query_lengths);
-        !status.IsOK())
-      return status;
-    if (auto status = host_lengths(op, call, tnd, "actual_seq_lengths_key", io.untyped_input(4), key_storage,
-                                   key_lengths);
-        !status.IsOK())
-      return status;
+    HostLengthPair lengths;
+    if (auto status = lengths.read(op, call, io, 3, tnd); !status.IsOK()) return status;
     IndexerShape s;
-    if (auto status = this->check(query.shape, key.shape, weights.shape, query_lengths, key_lengths, s);
+    if (auto status = this->check(query.shape, key.shape, weights.shape, lengths.query(), lengths.key(), s);
         !status.IsOK())
       return status;
     const acl::Family family = call.cann().family();

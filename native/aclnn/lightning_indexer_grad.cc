@@ -24,22 +24,14 @@ struct IndexerGradAclnn : IndexerGradSignature<T> {
     if (auto status = check_int32(op, "sparse_indices", indices.type); !status.IsOK()) return status;
     AclnnCall call(op, io, allocator.get());
     const bool tnd = this->layout == "TND";
-    std::vector<int32_t> query_storage, key_storage;
-    HostLengths query_lengths, key_lengths;
+    HostLengthPair lengths;
     IndexerShape s;
     const acl::Family family = call.cann().family();
     if (auto status = first_error(
-            [&] {
-              return host_lengths(op, call, tnd, "actual_seq_lengths_query", io.untyped_input(5),
-                                  query_storage, query_lengths);
-            },
-            [&] {
-              return host_lengths(op, call, tnd, "actual_seq_lengths_key", io.untyped_input(6), key_storage,
-                                  key_lengths);
-            },
+            [&] { return lengths.read(op, call, io, 5, tnd); },
             [&] {
               return this->check(query.shape, key.shape, dy.shape, indices.shape, weights.shape,
-                                 query_lengths, key_lengths, s);
+                                 lengths.query(), lengths.key(), s);
             },
             [&] { return check_indexer_family(op, family); }, [&] { return check_head_dim(op, s); },
             [&] { return check_heads_and_k(op, s); }, [&] { return check_batches(op, s, s.k); });

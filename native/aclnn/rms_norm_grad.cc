@@ -15,27 +15,23 @@ struct RmsNormGradAclnn : RmsNormGradSignature<T, TG> {
     if constexpr (!allowed_pair<T, TG>()) {
       return pair_error<T, TG>(this->kName);
     } else {
-      const auto dy = *io.input<T>(0), x = *io.input<T>(1);
-      const auto rstd = *io.input<float>(2);
-      const auto gamma = *io.input<TG>(3);
-      NormGeometry g;
-      if (auto status = this->check(dy.shape, x.shape, rstd.shape, gamma.shape, g); !status.IsOK())
-        return status;
+      typename RmsNormGradSignature<T, TG>::Args a;
+      if (auto status = this->read(io, a); !status.IsOK()) return status;
+      const Shape& shape = a.x.shape;
       AclnnCall call(this->kName, io, allocator.get());
       // The page's limit on inference products is on the last axis alone.
-      if (auto status =
-              check_rms_norm_product<T, TG>(this->kName, call.cann().family(), x.shape, x.shape.back());
+      if (auto status = check_rms_norm_product<T, TG>(this->kName, call.cann().family(), shape, shape.back());
           !status.IsOK())
         return status;
-      auto* dx = io.output<T>(0, x.shape);
-      auto* dgamma = io.output<float>(1, gamma.shape);
+      auto* dx = io.output<T>(0, shape);
+      auto* dgamma = io.output<float>(1, a.gamma.shape);
       // rstd goes in its keepdims form whatever shape it came in (aclnn only counts its elements).
       return call.run<acl::RmsNormGradPrepare>(
-          "aclnnRmsNormGrad", call.tensor(dy.data, dy.shape, acl_type<T>()),
-          call.tensor(x.data, x.shape, acl_type<T>()),
-          call.tensor(rstd.data, rstd_shape(x.shape, g.n), ACL_FLOAT),
-          call.tensor(gamma.data, gamma.shape, acl_type<TG>()), call.tensor(dx, x.shape, acl_type<T>()),
-          call.tensor(dgamma, gamma.shape, ACL_FLOAT));
+          "aclnnRmsNormGrad", call.tensor(a.dy.data, shape, acl_type<T>()),
+          call.tensor(a.x.data, shape, acl_type<T>()),
+          call.tensor(a.rstd.data, rstd_shape(shape, a.g.n), ACL_FLOAT),
+          call.tensor(a.gamma.data, a.gamma.shape, acl_type<TG>()), call.tensor(dx, shape, acl_type<T>()),
+          call.tensor(dgamma, a.gamma.shape, ACL_FLOAT));
     }
   }
 

@@ -16,6 +16,22 @@ Layout parse_layout(const char* text, const char* name) {
   fail(kErrParamInvalid, std::string(name) + " \"" + text + "\" not supported (BSND, TND)");
 }
 
+QueryShape check_query_key_weights(const aclTensor& q, const aclTensor& key, const aclTensor& w,
+                                   Layout layout) {
+  const bool bsnd = layout == Layout::kBSND;
+  const size_t rank = bsnd ? 4 : 3;
+  check_rank(q, "query", rank, rank);
+  check_rank(key, "key", rank, rank);
+  const QueryShape shape{{q.dims.begin(), q.dims.end() - 2}, q.dims[rank - 2], q.dims.back()};
+  const std::vector<int64_t> want_key = bsnd ? std::vector<int64_t>{shape.lead[0], key.dims[1], 1, shape.d}
+                                             : std::vector<int64_t>{key.dims[0], 1, shape.d};
+  check_shape(key, "key", want_key, "one key head and query's batch and head dim");
+  std::vector<int64_t> want_w = shape.lead;
+  want_w.push_back(shape.n1);
+  check_shape(w, "weights", want_w, "query's tokens and heads");
+  return shape;
+}
+
 std::vector<Batch> equal_batches(int64_t batches, int64_t s1, int64_t s2) {
   std::vector<Batch> out;
   for (int64_t b = 0; b < batches; ++b) out.push_back({b * s1, s1, b * s2, s2});

@@ -14,6 +14,15 @@ enum class Layout { kBSND, kTND };
 // 161001 for NULL, 161002 for anything but "BSND" or "TND".
 Layout parse_layout(const char* text, const char* name);
 
+// Query [B, S1, N1, D] or [T1, N1, D] by layout, one key head [B, S2, 1, D] or [T2, 1, D], weights
+// [B, S1, N1] or [T1, N1] (561002 otherwise).
+struct QueryShape {
+  std::vector<int64_t> lead;  // [B, S1] or [T1]
+  int64_t n1, d;
+};
+QueryShape check_query_key_weights(const aclTensor& q, const aclTensor& key, const aclTensor& w,
+                                   Layout layout);
+
 // One batch: its query tokens and key rows, as spans of the flattened token axes.
 struct Batch {
   int64_t q_begin, q_len;

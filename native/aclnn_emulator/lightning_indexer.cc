@@ -129,18 +129,9 @@ Plan lightning_indexer(const aclTensor* q_p, const aclTensor* k_p, const aclTens
   }
   if (p != Product::kA2 && p != Product::kA3 && p != Product::k950) fail_product();
 
-  const size_t rank = bsnd ? 4 : 3;
-  check_rank(q, "query", rank, rank);
-  check_rank(key, "key", rank, rank);
+  const auto [lead, n1, d] = check_query_key_weights(q, key, w, layout);
   if (numel(q) == 0 || numel(key) == 0) fail(kErrTiling, "empty query or key is not supported");
-  const std::vector<int64_t> lead(q.dims.begin(), q.dims.end() - 2);  // [B, S1] or [T1]
-  Sizes z{q.dims[rank - 2], q.dims.back(), sparse_count, {}, sparse_mode};
-  const std::vector<int64_t> want_key =
-      bsnd ? std::vector<int64_t>{lead[0], key.dims[1], 1, z.d} : std::vector<int64_t>{key.dims[0], 1, z.d};
-  check_shape(key, "key", want_key, "one key head and query's batch and head dim");
-  std::vector<int64_t> want_w = lead;
-  want_w.push_back(z.n1);
-  check_shape(w, "weights", want_w, "query's tokens and heads");
+  Sizes z{n1, d, sparse_count, {}, sparse_mode};
   std::vector<int64_t> want_out = lead;
   want_out.insert(want_out.end(), {1, sparse_count});
   check_shape(idx, "sparseIndicesOut", want_out, "[B, S1, N2, sparseCount] or [T1, N2, sparseCount]");

@@ -122,18 +122,9 @@ Plan lightning_indexer_grad(const aclTensor* q_p, const aclTensor* k_p, const ac
   if (sparse_mode != 0 && sparse_mode != 3)
     fail(kErrTiling, "sparseMode " + std::to_string(sparse_mode) + " not 0 or 3");
 
-  const size_t rank = bsnd ? 4 : 3;
-  check_rank(q, "query", rank, rank);
-  check_rank(key, "key", rank, rank);
-  const std::vector<int64_t> lead(q.dims.begin(), q.dims.end() - 2);  // [B, S1] or [T1]
-  Sizes z{q.dims[rank - 2], q.dims.back(), 0, {}, sparse_mode};
-  const std::vector<int64_t> want_key =
-      bsnd ? std::vector<int64_t>{lead[0], key.dims[1], 1, z.d} : std::vector<int64_t>{key.dims[0], 1, z.d};
-  check_shape(key, "key", want_key, "one key head and query's batch and head dim");
-  std::vector<int64_t> want_w = lead;
-  want_w.push_back(z.n1);
-  check_shape(w, "weights", want_w, "query's tokens and heads");
-  check_rank(dy, "dy", rank - 1, rank - 1);
+  const auto [lead, n1, d] = check_query_key_weights(q, key, w, layout);
+  Sizes z{n1, d, 0, {}, sparse_mode};
+  check_rank(dy, "dy", lead.size() + 1, lead.size() + 1);
   z.k = dy.dims.back();
   std::vector<int64_t> want_dy = lead;
   want_dy.push_back(z.k);

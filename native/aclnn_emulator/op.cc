@@ -32,6 +32,20 @@ void report(const char* symbol, const std::string& message) {
   hooks().set_error(std::string(symbol) + ": " + message);
 }
 
+// Runs a phase; a failed check returns its code, anything else thrown returns kErrInner.
+template <typename Body>
+aclnnStatus guarded(const char* symbol, Body body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    report(symbol, e.message);
+    return e.code;
+  } catch (const std::exception& e) {
+    report(symbol, std::string("internal error: ") + e.what());
+    return kErrInner;
+  }
+}
+
 // Writes the whole workspace, so a too-small or dangling buffer shows up under a memory checker.
 void use_workspace(void* workspace, uint64_t size) {
   if (size == 0) return;
@@ -114,7 +128,7 @@ void fail_product() { fail(kErrTiling, "not supported on this product (SoC " + s
 aclnnStatus prepare(const char* symbol, const char* launch_symbol, uint64_t* workspace_size,
                     aclOpExecutor** executor, const std::function<Plan()>& check) {
   if (aclnnStatus injected = hooks().enter(symbol)) return injected;
-  try {
+  return guarded(symbol, [&] {
     if (workspace_size == nullptr) fail(kErrParamNullptr, "workspaceSize is NULL");
     if (executor == nullptr) fail(kErrParamNullptr, "executor is NULL");
     Plan plan = check();
@@ -132,13 +146,7 @@ aclnnStatus prepare(const char* symbol, const char* launch_symbol, uint64_t* wor
     *workspace_size = made->workspace_size;
     *executor = made.release();
     return kSuccess;
-  } catch (const Error& e) {
-    report(symbol, e.message);
-    return e.code;
-  } catch (const std::exception& e) {
-    report(symbol, std::string("internal error: ") + e.what());
-    return kErrInner;
-  }
+  });
 }
 
 aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size, aclOpExecutor* executor) {
@@ -147,7 +155,7 @@ aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size,
   const bool owned = executor != nullptr && hooks().remove_live(Kind::kExecutor, executor);
   std::unique_ptr<aclOpExecutor> freed_on_return(owned ? executor : nullptr);
   if (injected != 0) return injected;
-  try {
+  return guarded(symbol, [&] {
     if (executor == nullptr) fail(kErrParamNullptr, "executor is NULL");
     if (!owned) fail(kErrParamInvalid, "executor is not live: already launched or destroyed");
     if (executor->launch_symbol != symbol) {
@@ -166,13 +174,7 @@ aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size,
     use_workspace(workspace, workspace_size);
     executor->compute();
     return kSuccess;
-  } catch (const Error& e) {
-    report(symbol, e.message);
-    return e.code;
-  } catch (const std::exception& e) {
-    report(symbol, std::string("internal error: ") + e.what());
-    return kErrInner;
-  }
+  });
 }
 
 }  // namespace aclemu

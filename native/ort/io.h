@@ -25,7 +25,7 @@ struct Slot {
 template <class T>
 struct Input {
   Shape shape;
-  const storage_t<T>* data;
+  const storage_t<T>* data = nullptr;
 };
 
 class Io {

@@ -14,13 +14,10 @@ struct RmsNormKernel : RmsNormSignature<T, TG> {
     if constexpr (!allowed_pair<T, TG>()) {
       return pair_error<T, TG>(this->kName);
     } else {
-      const auto x = *io.input<T>(0);
-      const auto gamma = *io.input<TG>(1);
-      NormGeometry g;
-      if (auto status = norm_geometry(this->kName, x.shape, gamma.shape, g); !status.IsOK()) return status;
-      auto* y = io.output<T>(0, x.shape);
-      auto* rstd = io.output<float>(1, rstd_shape(x.shape, g.n));
-      rms_norm(x.data, gamma.data, this->epsilon, y, rstd, g.rows, g.cols, io.parallel());
+      typename RmsNormSignature<T, TG>::Args a;
+      if (auto status = this->read(io, a); !status.IsOK()) return status;
+      rms_norm(a.x.data, a.gamma.data, this->epsilon, io.output<T>(0, a.x.shape),
+               io.output<float>(1, rstd_shape(a.x.shape, a.g.n)), a.g.rows, a.g.cols, io.parallel());
       return Ort::Status(nullptr);
     }
   }

@@ -14,15 +14,10 @@ struct RmsNormGradKernel : RmsNormGradSignature<T, TG> {
     if constexpr (!allowed_pair<T, TG>()) {
       return pair_error<T, TG>(this->kName);
     } else {
-      const auto dy = *io.input<T>(0), x = *io.input<T>(1);
-      const auto rstd = *io.input<float>(2);
-      const auto gamma = *io.input<TG>(3);
-      NormGeometry g;
-      if (auto status = this->check(dy.shape, x.shape, rstd.shape, gamma.shape, g); !status.IsOK())
-        return status;
-      auto* dx = io.output<T>(0, x.shape);
-      auto* dgamma = io.output<float>(1, gamma.shape);
-      rms_norm_grad(dy.data, x.data, rstd.data, gamma.data, dx, dgamma, g.rows, g.cols, io.parallel());
+      typename RmsNormGradSignature<T, TG>::Args a;
+      if (auto status = this->read(io, a); !status.IsOK()) return status;
+      rms_norm_grad(a.dy.data, a.x.data, a.rstd.data, a.gamma.data, io.output<T>(0, a.x.shape),
+                    io.output<float>(1, a.gamma.shape), a.g.rows, a.g.cols, io.parallel());
       return Ort::Status(nullptr);
     }
   }

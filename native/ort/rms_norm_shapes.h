@@ -82,6 +82,18 @@ struct RmsNormSignature {
   explicit RmsNormSignature(const OrtKernelInfo* info)
       : epsilon(attribute<float>(info, "epsilon").value_or(1e-6f)) {}
 
+  struct Args {
+    Input<T> x;
+    Input<TG> gamma;
+    NormGeometry g;
+  };
+  // The inputs, checked against the contract.
+  static Ort::Status read(const Io& io, Args& a) {
+    a.x = *io.input<T>(0);
+    a.gamma = *io.input<TG>(1);
+    return norm_geometry(kName, a.x.shape, a.gamma.shape, a.g);
+  }
+
   float epsilon;
 };
 
@@ -97,20 +109,31 @@ struct RmsNormGradSignature {
 
   explicit RmsNormGradSignature(const OrtKernelInfo*) {}
 
-  static Ort::Status check(const Shape& dy, const Shape& x, const Shape& rstd, const Shape& gamma,
-                           NormGeometry& g) {
-    if (auto status = norm_geometry(kName, x, gamma, g); !status.IsOK()) return status;
-    if (dy != x) {
-      return op_error(kName,
-                      "input 'dy' has shape " + shape_str(dy) + " but must equal x's shape " + shape_str(x));
+  struct Args {
+    Input<T> dy, x;
+    Input<float> rstd;
+    Input<TG> gamma;
+    NormGeometry g;
+  };
+  // The inputs, checked against the contract.
+  static Ort::Status read(const Io& io, Args& a) {
+    a.dy = *io.input<T>(0);
+    a.x = *io.input<T>(1);
+    a.rstd = *io.input<float>(2);
+    a.gamma = *io.input<TG>(3);
+    if (auto status = norm_geometry(kName, a.x.shape, a.gamma.shape, a.g); !status.IsOK()) return status;
+    if (a.dy.shape != a.x.shape) {
+      return op_error(kName, "input 'dy' has shape " + shape_str(a.dy.shape) + " but must equal x's shape " +
+                                 shape_str(a.x.shape));
     }
     // Equal to x's leading axes up to size-1 axes ([B,S,1], [B,S], [B,1,S], ...). A flattened
     // [B*S] is refused: the contract asks for the rows' own axes.
-    const Shape lead(x.begin(), x.begin() + g.n);
-    if (without_ones(rstd) != without_ones(lead)) {
-      return op_error(kName, "input 'rstd' has shape " + shape_str(rstd) +
-                                 "; it must hold one value per row, shaped " + shape_str(rstd_shape(x, g.n)) +
-                                 " or " + shape_str(lead) + " (size-1 axes may be added or dropped)");
+    const Shape lead(a.x.shape.begin(), a.x.shape.begin() + a.g.n);
+    if (without_ones(a.rstd.shape) != without_ones(lead)) {
+      return op_error(kName, "input 'rstd' has shape " + shape_str(a.rstd.shape) +
+                                 "; it must hold one value per row, shaped " +
+                                 shape_str(rstd_shape(a.x.shape, a.g.n)) + " or " + shape_str(lead) +
+                                 " (size-1 axes may be added or dropped)");
     }
     return Ort::Status(nullptr);
   }

@@ -38,7 +38,7 @@ def _bench(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import main
 
-    return main()
+    return main(steps=args.steps, seed=args.seed, threads=args.threads or None)
 
 
 def _docs(args: argparse.Namespace) -> int:
@@ -52,9 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ort_ascend_ops", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("demo", help="run the ops natively and through the reference; compare").set_defaults(
-        func=_demo
+    demo = commands.add_parser(
+        "demo", help="train the example models a few SGD steps natively; time the ops; check the gradients"
     )
+    demo.add_argument("--steps", type=int, default=20, help="SGD steps per model")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the inputs and initial weights")
+    demo.add_argument(
+        "--threads", type=int, default=1, help="intra-op thread count (0: ONNX Runtime's default)"
+    )
+    demo.set_defaults(func=_demo)
 
     bench = commands.add_parser("bench", help="time the native kernels against same-run baselines")
     bench.add_argument("ops", nargs="*", help="benchmarks to run (default: all)")

@@ -1,0 +1,48 @@
+"""Example models with their training graphs (the scripts in ``models/`` save them): a Llama-style
+decoder block (:mod:`.llama_block`) and the DeepSeek indexer training loss (:mod:`.indexer_loss`).
+
+Each module has a ``Config`` of sizes, ``forward_model(config)``, ``build(config)`` returning the
+forward and training ``onnx.ModelProto``s, ``WRT`` (the differentiated inputs), ``LOSS`` (the loss
+output) and ``example_inputs(rng, config)`` (every graph input as a NumPy array)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import onnx
+from onnxscript import FLOAT, OnnxFunction
+
+from ..reference import function_protos
+from ..reference.model import IR_VERSION
+
+PRODUCER = "ort_ascend_ops.examples"
+
+
+def finish(model: onnx.ModelProto, doc: str) -> onnx.ModelProto:
+    """Fixed IR version and producer, so that the saved files depend on nothing but the code."""
+    model.ir_version = IR_VERSION
+    model.producer_name = PRODUCER
+    model.producer_version = ""
+    model.doc_string = doc
+    return model
+
+
+def to_model(
+    function: OnnxFunction,
+    input_shapes: Mapping[str, Sequence[int]],
+    output_shapes: Mapping[str, Sequence[int]],
+    doc: str,
+    output_types: Mapping[str, object] | None = None,
+) -> onnx.ModelProto:
+    """The model of a script-mode function with static float32 input and output shapes (given in
+    the function's parameter and return order; ``output_types`` overrides an output's element
+    type), carrying the reference functions so that it runs on stock ONNX Runtime."""
+    output_types = output_types or {}
+    model = function.to_model_proto(
+        input_types=[FLOAT[tuple(shape)] for shape in input_shapes.values()],
+        output_types=[output_types.get(name, FLOAT)[tuple(shape)] for name, shape in output_shapes.items()],
+    )
+    assert [i.name for i in model.graph.input] == list(input_shapes), "input shapes out of order"
+    assert [o.name for o in model.graph.output] == list(output_shapes), "output shapes out of order"
+    model.functions.extend(function_protos())
+    return finish(model, doc)

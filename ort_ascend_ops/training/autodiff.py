@@ -1,0 +1,155 @@
+"""Reverse-mode differentiation of an ONNX graph: the training model with the loss and one
+``<name>_grad`` output per value asked for."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import onnx
+from onnx import helper
+
+from ..opschema import register_schemas
+from ..reference import function_protos
+from ..reference._opset import DOMAIN, VERSION
+from .graph import Backward, GradientError
+from .rules import RULES
+
+_FLOAT_TYPES = {
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.DOUBLE,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+}
+_MIN_OPSET = 18  # the rules emit ReduceSum/ReduceMean with axes inputs and Split with num_outputs
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _prepared(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy carrying the reference functions and our domain, shape-inferred."""
+    register_schemas()
+    model = copy.deepcopy(model)
+    if _default_opset(model) < _MIN_OPSET:
+        raise GradientError(
+            f"the model imports opset {_default_opset(model)}; the gradient rules need opset {_MIN_OPSET} "
+            "or newer (onnx.version_converter.convert_version can update it)"
+        )
+    if not any(o.domain == DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
+    have = {(f.domain, f.name) for f in model.functions}
+    model.functions.extend(f for f in function_protos() if (f.domain, f.name) not in have)
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+
+
+def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
+    """Values that depend on some ``wrt`` value and that the loss depends on. Only floating-point
+    values carry gradients: an integer or bool output (LightningIndexer's indices, a Shape, an
+    Equal mask) stops the path."""
+    types = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
+    reached = set(wrt)
+    for node in graph.node:  # nodes are in topological order
+        if any(i in reached for i in node.input):
+            reached.update(
+                o for o in node.output if o and types.get(o, onnx.TensorProto.FLOAT) in _FLOAT_TYPES
+            )
+    producer = {o: node for node in graph.node for o in node.output if o}
+    feeding, stack = set(), [loss]
+    while stack:
+        value = stack.pop()
+        if value in feeding:
+            continue
+        feeding.add(value)
+        if value in producer:
+            stack.extend(i for i in producer[value].input if i)
+    return reached & feeding
+
+
+def build_training_model(model: onnx.ModelProto, loss: str, wrt: Sequence[str]) -> onnx.ModelProto:
+    """The training model of ``model``: outputs ``loss`` and ``<name>_grad`` for each name in
+    ``wrt`` (graph inputs or initializers), shaped and typed like the value. It carries the
+    reference functions, so it runs on stock ONNX Runtime; with the native library registered
+    the grad nodes run natively."""
+    model = _prepared(model)
+    graph = model.graph
+    declared = {v.name: v for v in [*graph.input, *graph.output, *graph.value_info]}
+    initializers = {i.name for i in graph.initializer}
+    if loss not in {o.name for o in graph.output}:
+        raise GradientError(f"'{loss}' is not an output of the model")
+    loss_shape = declared[loss].type.tensor_type.shape
+    if any(d.dim_value != 1 for d in loss_shape.dim):
+        raise GradientError(f"the loss '{loss}' must be a scalar (or hold one element)")
+    inputs = {i.name for i in graph.input} | initializers
+    for name in wrt:
+        if name not in inputs:
+            raise GradientError(f"'{name}' in wrt is neither a graph input nor an initializer")
+    on_path = _on_path(graph, wrt, loss)
+    back = Backward(model, on_path)
+    back.reserve(f"{name}_grad" for name in wrt)
+    for name in wrt:
+        if back.elem_type(name) not in _FLOAT_TYPES:
+            raise GradientError(f"'{name}' in wrt is not a floating-point tensor")
+
+    path_nodes = [
+        n for n in graph.node if any(o in on_path for o in n.output) and any(i in on_path for i in n.input)
+    ]
+    for node in path_nodes:
+        if (node.domain or "", node.op_type) not in RULES:
+            raise GradientError(
+                f"no gradient rule for {node.domain or 'ai.onnx'}::{node.op_type} "
+                f"(node '{node.name or node.output[0]}', on the path from {list(wrt)} to '{loss}')"
+            )
+
+    grads: dict[str, list[str]] = {}
+    one = helper.make_tensor("value", back.elem_type(loss), [1], [1])
+    grads[loss] = [back.op("ConstantOfShape", back.shape_of(loss), value=one, hint=loss)]
+    for node in reversed(path_nodes):
+        out_grads = [back.total(grads[o], o) if o in grads else None for o in node.output]
+        if all(g is None for g in out_grads):
+            continue
+        in_grads = RULES[(node.domain or "", node.op_type)](back, node, out_grads)
+        for name, grad in zip(node.input, in_grads, strict=False):
+            if grad is not None and name in on_path:
+                grads.setdefault(name, []).append(grad)
+
+    outputs = [declared[loss]]
+    for name in wrt:
+        grad_name = f"{name}_grad"
+        source = back.total(grads[name], name) if name in grads else back.zeros_like(name)
+        back.nodes.append(helper.make_node("Identity", [source], [grad_name]))
+        outputs.append(helper.make_value_info(grad_name, back.value_type(name)))
+
+    needed = _needed_forward(graph, back.nodes, loss)
+    result = helper.make_graph(
+        [n for n in graph.node if any(o in needed for o in n.output)] + back.nodes,
+        graph.name + "_training",
+        list(graph.input),
+        outputs,
+        initializer=list(graph.initializer) + back.initializers,
+    )
+    trained = helper.make_model(
+        result,
+        opset_imports=list(model.opset_import),
+        ir_version=model.ir_version,
+        functions=list(model.functions),
+    )
+    onnx.checker.check_model(trained)
+    return onnx.shape_inference.infer_shapes(trained, strict_mode=True)
+
+
+def _needed_forward(graph: onnx.GraphProto, backward: list[onnx.NodeProto], loss: str) -> set[str]:
+    """Forward values the loss or the backward nodes read, and everything they depend on."""
+    producer = {o: node for node in graph.node for o in node.output if o}
+    stack = [loss] + [i for n in backward for i in n.input if i]
+    needed: set[str] = set()
+    while stack:
+        value = stack.pop()
+        if value in needed:
+            continue
+        needed.add(value)
+        if value in producer:
+            stack.extend(i for i in producer[value].input if i)
+            stack.extend(o for o in producer[value].output if o)
+    return needed

@@ -1,0 +1,160 @@
+"""The backward graph under construction: fresh names, nodes and constants, and what shape
+inference knows about every forward value. Gradient rules build through it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class GradientError(ValueError):
+    """The model cannot be differentiated as asked (the message names the node or value)."""
+
+
+def attribute(node: onnx.NodeProto, name: str, default=None):
+    """A node attribute's value, or ``default`` when the node leaves it out."""
+    for a in node.attribute:
+        if a.name == name:
+            value = helper.get_attribute_value(a)
+            return value.decode() if isinstance(value, bytes) else value
+    return default
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    return f"{node.op_type} node '{node.name or node.output[0]}'"
+
+
+class Backward:
+    """Nodes appended to a training graph. ``model`` is the shape-inferred forward model (its
+    nodes may be rewritten by rules, e.g. to expose a saved value); ``needs`` holds the values
+    whose gradient is wanted."""
+
+    def __init__(self, model: onnx.ModelProto, needs: set[str]):
+        self.model = model
+        graph = model.graph
+        self._types = {v.name: v.type for v in [*graph.input, *graph.value_info, *graph.output]}
+        self._constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+        for init in graph.initializer:
+            self._types.setdefault(init.name, helper.make_tensor_type_proto(init.data_type, init.dims))
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                value = next((a for a in node.attribute if a.name == "value"), None)
+                if value is not None:
+                    self._constants[node.output[0]] = numpy_helper.to_array(value.t)
+        self._needs = needs
+        self._taken = {v for n in graph.node for v in [*n.input, *n.output]} | set(self._types)
+        self._shapes: dict[str, str] = {}
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+
+    # What is known about forward values.
+    def needs(self, name: str) -> bool:
+        """Whether the gradient of ``name`` is wanted (it lies on a path from ``wrt`` to the loss)."""
+        return name in self._needs
+
+    def value_type(self, name: str) -> onnx.TypeProto:
+        return self._types[name]
+
+    def elem_type(self, name: str) -> int:
+        return self._types[name].tensor_type.elem_type
+
+    def shape(self, name: str) -> list[int | None] | None:
+        """The static shape (None for an unknown dim), or None when even the rank is unknown."""
+        t = self._types.get(name)
+        if t is None or not t.tensor_type.HasField("shape"):
+            return None
+        return [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
+
+    def rank(self, name: str) -> int:
+        shape = self.shape(name)
+        if shape is None:
+            raise ValueError(f"the rank of '{name}' is unknown; the gradient rules need it")
+        return len(shape)
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of an initializer or Constant output, else None."""
+        return self._constants.get(name)
+
+    # Building.
+    def reserve(self, names) -> None:
+        """Keeps ``names`` (the training model's output names) from being handed out."""
+        self._taken.update(names)
+
+    def fresh(self, hint: str, suffix: str = "_grad") -> str:
+        """An unused name from ``hint`` (``suffix=""`` for a forward value a rule exposes)."""
+        base = hint if hint.endswith(suffix) else hint + suffix
+        name, i = base, 1
+        while name in self._taken:
+            name, i = f"{base}_{i}", i + 1
+        self._taken.add(name)
+        return name
+
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, domain: str = "", hint: str = "", **attrs):
+        """Appends a node; returns its output name, or the list of them when ``outputs`` > 1."""
+        names = [self.fresh(hint or op_type.lower()) for _ in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), names, domain=domain, **attrs))
+        return names[0] if outputs == 1 else names
+
+    def const(self, value, elem_type: int = TensorProto.INT64, hint: str = "const") -> str:
+        """An initializer holding ``value`` (a scalar or nested list) with ``elem_type``."""
+        array = np.asarray(value)
+        name = self.fresh(hint)
+        flat = array.reshape(-1).tolist()
+        self.initializers.append(helper.make_tensor(name, elem_type, list(array.shape), flat))
+        return name
+
+    def scalar(self, value: float, like: str) -> str:
+        """A scalar constant of ``like``'s element type."""
+        return self.const(value, self.elem_type(like), hint="scalar")
+
+    def shape_of(self, name: str) -> str:
+        if name not in self._shapes:
+            self._shapes[name] = self.op("Shape", name, hint=f"{name}_shape")
+        return self._shapes[name]
+
+    def zeros_like(self, name: str) -> str:
+        zero = helper.make_tensor("value", self.elem_type(name), [1], [0])
+        return self.op("ConstantOfShape", self.shape_of(name), value=zero, hint=f"{name}_zeros")
+
+    def reshape_like(self, grad: str, target: str) -> str:
+        return self.op("Reshape", grad, self.shape_of(target), hint=target)
+
+    def sum_to(self, grad: str, grad_shape: list[int | None] | None, target: str) -> str:
+        """``grad`` (of static shape ``grad_shape``, None where unknown) summed back to
+        ``target``'s shape, undoing broadcasting."""
+        g_shape, t_shape = grad_shape, self.shape(target)
+        if g_shape is not None and t_shape is not None and None not in g_shape and None not in t_shape:
+            if g_shape == t_shape:
+                return grad
+            lead = len(g_shape) - len(t_shape)
+            axes = list(range(lead)) + [
+                lead + i for i, d in enumerate(t_shape) if d == 1 and g_shape[lead + i] != 1
+            ]
+            if axes:
+                grad = self.op("ReduceSum", grad, self.const(axes), keepdims=1, hint=target)
+            return self.op("Reshape", grad, self.const(t_shape), hint=target)
+        return self._sum_to_dynamic(grad, target)
+
+    def _sum_to_dynamic(self, grad: str, target: str) -> str:
+        # Axes where target (left-padded with 1s to grad's rank) is 1 and grad is not, found at run time.
+        g_shape, t_shape = self.shape_of(grad), self.shape_of(target)
+        g_rank = self.op("Size", g_shape)
+        t_rank = self.op("Size", t_shape)
+        pad = self.op("Sub", g_rank, t_rank)
+        one = helper.make_tensor("value", TensorProto.INT64, [1], [1])
+        ones = self.op("ConstantOfShape", self.op("Reshape", pad, self.const([1])), value=one)
+        padded = self.op("Concat", ones, t_shape, axis=0)
+        int_one = self.const(1)
+        mask = self.op(
+            "And", self.op("Equal", padded, int_one), self.op("Not", self.op("Equal", g_shape, int_one))
+        )
+        axes = self.op("Reshape", self.op("NonZero", mask), self.const([-1]))
+        summed = self.op("ReduceSum", grad, axes, keepdims=1, noop_with_empty_axes=1, hint=target)
+        return self.op("Reshape", summed, t_shape, hint=target)
+
+    def total(self, grads: Sequence[str], hint: str) -> str:
+        """The sum of the gradients reaching one value (fan-out)."""
+        return grads[0] if len(grads) == 1 else self.op("Sum", *grads, hint=hint)

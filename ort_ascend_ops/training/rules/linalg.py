@@ -1,0 +1,60 @@
+"""Rules for MatMul and Gemm."""
+
+from __future__ import annotations
+
+from ..graph import Backward, GradientError, attribute, node_label
+
+
+def _swap_last(b: Backward, name: str, rank: int) -> str:
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return b.op("Transpose", name, perm=perm)
+
+
+def matmul(b, node, grads):
+    (g,), (a, w), y = grads, node.input, node.output[0]
+    ranks = b.rank(a), b.rank(w)
+    if min(ranks) < 2:
+        raise GradientError(f"{node_label(node)}: MatMul gradients need operands of rank 2 or more")
+    y_shape = b.shape(y)
+
+    # Each operand's gradient has the broadcast batch axes of y and the operand's own matrix axes.
+    def batch_shape(operand):
+        return None if y_shape is None else y_shape[:-2] + b.shape(operand)[-2:]
+
+    grad_a = grad_w = None
+    if b.needs(a):
+        grad_a = b.sum_to(b.op("MatMul", g, _swap_last(b, w, ranks[1])), batch_shape(a), a)
+    if b.needs(w):
+        grad_w = b.sum_to(b.op("MatMul", _swap_last(b, a, ranks[0]), g), batch_shape(w), w)
+    return [grad_a, grad_w]
+
+
+def gemm(b, node, grads):
+    # Y = alpha A' B' + beta C with A' = A^T if transA, B' = B^T if transB.
+    (g,), y = grads, node.output[0]
+    a, w = node.input[0], node.input[1]
+    c = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    alpha, beta = attribute(node, "alpha", 1.0), attribute(node, "beta", 1.0)
+    trans_a, trans_w = attribute(node, "transA", 0), attribute(node, "transB", 0)
+
+    def scaled(name, factor):
+        return name if factor == 1.0 else b.op("Mul", name, b.scalar(factor, y))
+
+    grad_a = grad_w = grad_c = None
+    if b.needs(a):  # dA' = alpha g B'^T; dA = dA'^T when transposed
+        grad_a = scaled(
+            b.op("Gemm", w, g, transA=trans_w, transB=1)
+            if trans_a
+            else b.op("Gemm", g, w, transB=1 - trans_w),
+            alpha,
+        )
+    if b.needs(w):  # dB' = alpha A'^T g; dB = dB'^T when transposed
+        grad_w = scaled(
+            b.op("Gemm", g, a, transA=1, transB=trans_a)
+            if trans_w
+            else b.op("Gemm", a, g, transA=1 - trans_a),
+            alpha,
+        )
+    if c is not None and b.needs(c):
+        grad_c = b.sum_to(scaled(g, beta), b.shape(y), c)
+    return [grad_a, grad_w, grad_c]

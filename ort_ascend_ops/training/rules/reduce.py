@@ -1,0 +1,81 @@
+"""Rules for Softmax, LogSoftmax and the reductions."""
+
+from __future__ import annotations
+
+import onnx
+
+from ..graph import Backward, GradientError, attribute, node_label
+
+
+def _axis(b: Backward, node: onnx.NodeProto, default: int) -> int:
+    axis = attribute(node, "axis", default)
+    return axis + b.rank(node.input[0]) if axis < 0 else axis
+
+
+def softmax(b, node, grads):
+    # dx = y (g - sum(g y)) over the axis.
+    (g,), y = grads, node.output[0]
+    axes = b.const([_axis(b, node, -1)])
+    dot = b.op("ReduceSum", b.op("Mul", g, y), axes, keepdims=1)
+    return [b.op("Mul", y, b.op("Sub", g, dot))]
+
+
+def log_softmax(b, node, grads):
+    # dx = g - softmax(x) sum(g) over the axis.
+    (g,), y = grads, node.output[0]
+    total = b.op("ReduceSum", g, b.const([_axis(b, node, -1)]), keepdims=1)
+    return [b.op("Sub", g, b.op("Mul", b.op("Exp", y), total))]
+
+
+def _reduced_axes(b: Backward, node: onnx.NodeProto) -> list[int] | None:
+    """The axes the node reduces (all of them for an absent axes input), or None when it reduces
+    nothing (empty axes with noop_with_empty_axes)."""
+    rank = b.rank(node.input[0])
+    axes_input = node.input[1] if len(node.input) > 1 and node.input[1] else None
+    if axes_input is None:
+        axes = []
+    else:
+        value = b.constant(axes_input)
+        if value is None:
+            raise GradientError(f"{node_label(node)}: the gradient needs constant axes")
+        axes = [int(a) + rank if a < 0 else int(a) for a in value.reshape(-1)]
+    if not axes:
+        return None if attribute(node, "noop_with_empty_axes", 0) else list(range(rank))
+    return sorted(axes)
+
+
+def _spread(b: Backward, node: onnx.NodeProto, g: str, axes: list[int]) -> str:
+    """g with the reduced axes restored as size 1 (as keepdims=1 leaves them)."""
+    if attribute(node, "keepdims", 1):
+        return g
+    return b.op("Unsqueeze", g, b.const(axes))
+
+
+def reduce_sum(b, node, grads):
+    axes = _reduced_axes(b, node)
+    if axes is None:
+        return [grads[0], None]
+    x = node.input[0]
+    return [b.op("Expand", _spread(b, node, grads[0], axes), b.shape_of(x)), None]
+
+
+def reduce_mean(b, node, grads):
+    axes = _reduced_axes(b, node)
+    if axes is None:
+        return [grads[0], None]
+    x, y = node.input[0], node.output[0]
+    count = b.op("Cast", b.op("Div", b.op("Size", x), b.op("Size", y)), to=b.elem_type(x))
+    spread = b.op("Expand", _spread(b, node, grads[0], axes), b.shape_of(x))
+    return [b.op("Div", spread, count), None]
+
+
+def reduce_max(b, node, grads):
+    # The gradient goes to the elements equal to the maximum, shared equally among ties.
+    axes = _reduced_axes(b, node)
+    if axes is None:
+        return [grads[0], None]
+    x, y = node.input[0], node.output[0]
+    hit = b.op("Cast", b.op("Equal", x, _spread(b, node, y, axes)), to=b.elem_type(x))
+    ties = b.op("ReduceSum", hit, b.const(axes), keepdims=1)
+    share = b.op("Div", _spread(b, node, grads[0], axes), ties)
+    return [b.op("Mul", hit, share), None]

@@ -3,35 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import shlex
 import sys
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from .bench import ALIASES, BENCHES
-    from .bench.runner import HEADER
+    from .bench import ALIASES, BENCHES, suite
+    from .bench.runner import DTYPES
 
     names = [ALIASES.get(name, name) for name in args.ops] or list(BENCHES)
-    unknown = sorted(set(names) - set(BENCHES))
+    dtypes = args.dtypes.split(",")
+    unknown = sorted(set(names) - set(BENCHES)) + sorted(set(dtypes) - set(DTYPES))
     if unknown:
+        choices = sorted(BENCHES) + sorted(ALIASES)
         print(
-            f"unknown benchmarks {unknown}; choose from {sorted(BENCHES) + sorted(ALIASES)}", file=sys.stderr
+            f"unknown benchmarks or dtypes {unknown}; choose from {choices} and {list(DTYPES)}",
+            file=sys.stderr,
         )
         return 2
-    threads = [int(t) for t in args.threads.split(",")]
-    repeats = 5 if args.quick else args.repeats
-    print(HEADER, flush=True)
-    results = []
-    for name in names:
-        module = BENCHES[name]
-        for case in module.cases(args.quick):
-            for n in threads:
-                result = module.run(case, n, repeats)
-                print(result.row(), flush=True)
-                results.append(result.as_dict())
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+    threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
+    command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
+    repeats = min(args.repeats, 3) if args.quick else args.repeats
+    suite.run(names, threads, dtypes, args.quick, repeats, command, args.json, args.markdown, args.png)
     return 0
 
 
@@ -62,17 +56,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.set_defaults(func=_demo)
 
-    bench = commands.add_parser("bench", help="time the native kernels against same-run baselines")
+    bench = commands.add_parser(
+        "bench",
+        help="time the native kernels against the inlined reference, the peers and same-run rooflines",
+    )
     bench.add_argument("ops", nargs="*", help="benchmarks to run (default: all)")
-    bench.add_argument("--threads", default="1,2", help="comma-separated intra-op thread counts")
-    bench.add_argument("--repeats", type=int, default=15, help="timed runs per case (median reported)")
-    bench.add_argument("--quick", action="store_true", help="small shapes, few repeats (smoke test)")
-    bench.add_argument("--json", help="also write the results to this JSON file")
+    bench.add_argument(
+        "--threads",
+        default=f"1,{os.cpu_count()}",
+        help="comma-separated intra-op thread counts (default: 1,all)",
+    )
+    bench.add_argument(
+        "--dtypes", default="float32,bfloat16", help="comma-separated: float32, bfloat16, float16"
+    )
+    bench.add_argument(
+        "--repeats",
+        type=int,
+        default=15,
+        help="most timed runs per case (fewer for large cases; median reported)",
+    )
+    bench.add_argument(
+        "--quick", action="store_true", help="small shapes, 3 repeats (CI smoke test, < 1 min)"
+    )
+    bench.add_argument("--json", help="write every result, the machine and the versions to this JSON file")
+    bench.add_argument(
+        "--markdown", help="write the results tables to this Markdown file (docs/PERFORMANCE.md)"
+    )
+    bench.add_argument("--png", help="chart the fraction of the roofline per op and case (needs matplotlib)")
     bench.set_defaults(func=_bench)
 
     commands.add_parser("docs", help="print the operator reference (docs/OPS.md)").set_defaults(func=_docs)
 
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     return args.func(args)
 
 

@@ -1,8 +1,12 @@
 """The command line's main job and benchmark run end to end (no timing is asserted)."""
 
+import functools
 import json
 import subprocess
 import sys
+
+import numpy as np
+import pytest
 
 from ort_ascend_ops.__main__ import main
 
@@ -30,17 +34,125 @@ def test_demo_fails_with_reasons_when_the_loss_cannot_fall(capsys):
     assert verdict.startswith("verdict: FAIL: ") and "llama_block: the loss did not fall" in verdict
 
 
-def test_quick_bench_writes_every_case(tmp_path, capsys):
-    out = tmp_path / "bench.json"
-    names = ["rms_norm", "rms_norm_grad", "lightning_indexer_grad"]
-    assert main(["bench", *names, "--quick", "--threads", "1", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())
-    assert {r["case"].split()[0] for r in rows} == {"RmsNorm", "RmsNormGrad", "IndexerGrad"}
+def test_quick_bench_writes_json_and_markdown(tmp_path, capsys):
+    out, md = tmp_path / "bench.json", tmp_path / "bench.md"
+    argv = ["bench", "rms_norm", "indexer_grad", "--quick", "--threads", "1", "--json", str(out)]
+    assert main([*argv, "--markdown", str(md)]) == 0
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python -m ort_ascend_ops bench rms_norm") and report["wall_s"] > 0
+    machine = report["machine"]
+    assert machine["cpu"] and machine["cores"] >= 1 and machine["versions"]["onnxruntime"]
+    rows = report["results"]
+    assert {r["case"].split()[0] for r in rows} == {"RmsNorm", "IndexerGrad"}
+    assert {(r["dtype"], r["threads"]) for r in rows} == {("float32", 1), ("bfloat16", 1)}
     assert {r["roof"] for r in rows} == {"copy", "sgemm"}
-    assert all(r["native_s"] > 0 and r["roof_fraction"] > 0 and r["speedup_vs_reference"] > 0 for r in rows)
-    assert "RmsNormGrad 512x1024 bfloat16" in capsys.readouterr().out
+    for r in rows:
+        assert r["native_s"] > 0 and r["native_repeats"] >= 1 and r["roof_fraction"] > 0
+        assert r["speedup_vs_reference"] > 0
+        # Every baseline either has a time or says why not.
+        for name in ("torch", "ort"):
+            assert (r[f"speedup_vs_{name}"] is None) == (name in r["absent"])
+    by_case = {r["case"]: r for r in rows}
+    assert by_case["RmsNorm 64x4096 float32"]["speedup_vs_ort"] > 0  # ORT's RMSNormalization ran
+    assert by_case["IndexerGrad S1=16 S2=512 N1=8 K=128 float32"]["absent"]["ort"] == "no standard op"
+    assert "RmsNorm 64x4096 bfloat16" in capsys.readouterr().out
+    text = md.read_text()
+    assert "`python -m ort_ascend_ops bench rms_norm" in text and machine["cpu"] in text
+    assert "### RmsNorm" in text and "### LightningIndexerGrad" in text
+    assert "| RmsNorm 64x4096 float32 | 1 |" in text
+
+
+def test_quick_bench_runs_without_torch(tmp_path, capsys, monkeypatch):
+    from ort_ascend_ops.bench import peers
+
+    monkeypatch.setattr(peers, "torch_module", lambda: None)
+    out = tmp_path / "bench.json"
+    argv = ["bench", "rms_norm", "--quick", "--threads", "1", "--dtypes", "float32", "--json", str(out)]
+    assert main(argv) == 0
+    assert "PyTorch absent (not installed" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert "PyTorch" in report["absent_peers"]
+    assert all(r["absent"]["torch"] == "not installed" for r in report["results"])
+
+
+def test_quick_bench_charts_the_roofline(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "bench.png"
+    argv = ["bench", "rope", "--quick", "--threads", "1", "--dtypes", "float32", "--png", str(png)]
+    assert main(argv) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {png}" in capsys.readouterr().out
+
+
+def test_bench_peers_compute_what_the_ops_compute():
+    """The peers are only a fair comparison if they compute the op: PyTorch's formulas and ONNX
+    Runtime's standard ops against the native kernels, on small float32 inputs."""
+    torch = pytest.importorskip("torch")
+    from ort_ascend_ops import make_session
+    from ort_ascend_ops.bench import lightning_indexer, lightning_indexer_grad, peers, rms_norm
+    from ort_ascend_ops.bench import rotary_position_embedding as rope
+    from ort_ascend_ops.reference.model import make_op_model
+
+    def native(op, inputs, **attrs):
+        model = make_op_model(op, {k: (v.dtype, v.shape) for k, v in inputs.items()}, attrs)
+        return make_session(model).run(inputs)
+
+    def standard(op, inputs, **attrs):
+        return make_session(peers.standard_model(op, inputs, **attrs), native=False).run(inputs)[0]
+
+    def grads(fn, wrt, dy):
+        wrt = [torch.from_numpy(a).requires_grad_() for a in wrt]
+        return [g.numpy() for g in torch.autograd.grad(fn(*wrt), wrt, torch.from_numpy(dy))]
+
+    rng = np.random.default_rng(0)
+    x, dy = rng.standard_normal((2, 2, 6, 3, 16), np.float32)
+    half_cos, half_sin = rng.standard_normal((2, 6, 8), np.float32)
+    for mode in range(4):
+        # Tables whose halves repeat, as RotaryEmbedding's half-width caches mean.
+        cos, sin = (
+            np.concatenate([t, t], -1) if mode != 1 else np.repeat(t, 2, -1) for t in (half_cos, half_sin)
+        )
+        cos, sin = cos[None, :, None], sin[None, :, None]
+        (y,) = native("RotaryPositionEmbedding", {"x": x, "cos": cos, "sin": sin}, mode=mode)
+        np.testing.assert_allclose(rope.torch_rope(*map(torch.from_numpy, (x, cos, sin)), mode), y, atol=1e-6)
+        ours = native("RotaryPositionEmbeddingGrad", {"dy": dy, "cos": cos, "sin": sin, "x": x}, mode=mode)
+        theirs = grads(functools.partial(rope.torch_rope, mode=mode), [x, cos, sin], dy)
+        for a, b in zip(ours, theirs, strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+        if mode in (0, 1):
+            ids = np.broadcast_to(np.arange(6), (2, 6)).copy()
+            inputs = {
+                "X": x.reshape(2, 6, 48),
+                "cos_cache": half_cos,
+                "sin_cache": half_sin,
+                "position_ids": ids,
+            }
+            y_standard = standard("RotaryEmbedding", inputs, num_heads=3, interleaved=mode)
+            np.testing.assert_allclose(y_standard.reshape(y.shape), y, atol=1e-6)
+
+    x, dy = rng.standard_normal((2, 5, 32), np.float32)
+    gamma = rng.standard_normal(32, np.float32)
+    y, rstd = native("RmsNorm", {"x": x, "gamma": gamma}, epsilon=rms_norm.EPSILON)
+    np.testing.assert_allclose(rms_norm.torch_rms_norm(*map(torch.from_numpy, (x, gamma))), y, atol=1e-6)
+    y_standard = standard("RMSNormalization", {"x": x, "gamma": gamma}, axis=-1, epsilon=rms_norm.EPSILON)
+    np.testing.assert_allclose(y_standard, y, atol=1e-6)
+    ours = native("RmsNormGrad", {"dy": dy, "x": x, "rstd": rstd, "gamma": gamma})
+    for a, b in zip(ours, grads(rms_norm.torch_rms_norm, [x, gamma], dy), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+    inputs = lightning_indexer_grad.inputs_for(4, 64, 4, 16, 8, "float32")
+    qkw = {name: inputs[name] for name in ("query", "key", "weights")}
+    _, values = native("LightningIndexer", qkw, sparse_mode=0, sparse_count=8)
+    top = lightning_indexer.torch_indexer(*map(torch.from_numpy, qkw.values()), 8)
+    np.testing.assert_allclose(top.values, values)
+    ours = native("LightningIndexerGrad", inputs, head_num=4, sparse_mode=0)
+    indices = torch.from_numpy(inputs["sparse_indices"].astype(np.int64))
+    scores = functools.partial(lightning_indexer_grad.torch_selected_scores, indices=indices)
+    for a, b in zip(ours, grads(scores, list(qkw.values()), inputs["dy"]), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 def test_unknown_bench_is_refused(capsys):
     assert main(["bench", "no_such_op"]) == 2
-    assert "unknown benchmarks" in capsys.readouterr().err
+    assert "unknown benchmarks or dtypes ['no_such_op']" in capsys.readouterr().err
+    assert main(["bench", "rms_norm", "--dtypes", "float8"]) == 2

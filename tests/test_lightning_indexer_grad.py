@@ -39,6 +39,18 @@ def test_larger_geometry_against_the_oracle(rng):
     check_grad("native", inputs, "BSND", 3, F32)
 
 
+@pytest.mark.parametrize("t", [F32, BF16], ids=str)
+@pytest.mark.parametrize("layout, mode", [("BSND", 0), ("TND", 3)])
+def test_many_slots_and_key_strips_with_repeated_keys(layout, mode, t, rng):
+    # More than 64 slots and more than 256 key rows: the kernel's slot blocks and key strips, with
+    # keys picked twice by one token (their d_key contributions add up).
+    sizes = {"k": 300, "s1": 3, "s2": 700, "lengths_q": (2, 5), "lengths_k": (650, 1300), "n1": 4, "d": 16}
+    inputs = lightning_indexer_grad_inputs(rng, layout, mode, t, np.int32, **sizes)
+    indices = inputs["sparse_indices"].reshape(-1, 300)
+    indices[:, 150:160] = np.where(indices[:, :10] >= 0, indices[:, :10], indices[:, 150:160])
+    check_grad("native", inputs, layout, mode, t)
+
+
 @pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0)])
 def test_backward_matches_finite_differences_of_the_forward(layout, mode, rng):
     check_finite_differences("native", layout, mode, rng)

@@ -30,12 +30,11 @@ int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
   return row;
 }
 
-RopeSplit::RopeSplit(const RopeRows& rows, int64_t sum_bytes) {
-  constexpr int64_t kTasks = 64, kMaxPartialBytes = int64_t(64) << 20;
+RopeSplit::RopeSplit(const RopeRows& rows, bool sums) {
+  constexpr int64_t kTasks = 64;
   groups = std::min(rows.cos_rows(), kTasks);
   const int64_t for_threads = groups == 0 ? 1 : (kTasks + groups - 1) / groups;
-  const bool outer_fits = rows.outer_per_cos_row() * rows.cos_rows() * sum_bytes <= kMaxPartialBytes;
-  chunks = std::max(for_threads, outer_fits ? rows.outer_per_cos_row() : 1);
+  chunks = std::max(for_threads, sums ? 1 : rows.outer_per_cos_row());
   chunks = std::max<int64_t>(1, std::min(rows.per_cos_row(), chunks));
 }
 

@@ -68,14 +68,15 @@ class RopeRows {
 };
 
 // Work split for a family kernel: cos rows in `groups` ranges, and each cos row's dy rows in
-// `chunks` ranges, whose dcos/dsin partial sums (float32, `sum_bytes` per cos row; 0 when there
-// are none) are added in chunk order. Chunks follow the outer broadcast axes where the partial
-// sums stay small, so that a task walks memory in one stream, and there are enough of them to
-// keep threads busy when cos rows are few. Depends only on the shape.
+// `chunks` ranges, enough of them to keep threads busy when cos rows are few. With `sums` (dcos
+// and dsin), each chunk's partial sums are added in chunk order, so chunks are no more than the
+// threads need: partial sums for every cos row would be written and read back again, up to half
+// the traffic of the rows themselves. Without, chunks also follow the outer broadcast axes, so
+// that a task walks memory in one stream. Depends only on the shape.
 struct RopeSplit {
   int64_t groups, chunks;
 
-  RopeSplit(const RopeRows& rows, int64_t sum_bytes);
+  RopeSplit(const RopeRows& rows, bool sums);
   int64_t tasks() const { return groups * chunks; }
 };
 

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 
+#include "kernels/element.h"
 #include "kernels/row.h"
+#include "kernels/vec.h"
 
 namespace oao {
 
@@ -44,16 +47,16 @@ template BadIndex find_bad_index<int32_t>(const int32_t*, const TokenSpans&, int
 template BadIndex find_bad_index<int64_t>(const int64_t*, const TokenSpans&, int64_t, int);
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-          float* c) {
+          float* c, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) {  // an empty sum; BLAS would also refuse the leading dimension 0
-    std::fill(c, c + m * n, 0.f);
+    if (!accumulate) std::fill(c, c + m * n, 0.f);
     return;
   }
   const auto lda = static_cast<blasint>(trans_a ? m : k), ldb = static_cast<blasint>(trans_b ? k : n);
   scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
                     static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.f, a, lda, b,
-                    ldb, 0.f, c, static_cast<blasint>(n));
+                    ldb, accumulate ? 1.f : 0.f, c, static_cast<blasint>(n));
 }
 
 // A plain loop, compiled for x86-64-v3 too: the loader picks the AVX2 copy where the CPU has it.
@@ -63,40 +66,52 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 #define OAO_AVX2_CLONE
 #endif
 
-float relu_backward_row_baseline(float* s, const float* dy, float weight, int64_t n) {
-  float lanes[8] = {};
+// Heads [begin, end) of relu_backward, one at a time: the plain path, and the AVX2 path's last heads.
+void relu_backward_heads(float* s, const float* dy, const float* weight, int64_t n, int64_t h, int64_t begin,
+                         int64_t end, float* dw) {
+  std::fill(dw + begin, dw + end, 0.f);
   for (int64_t v = 0; v < n; ++v) {
-    lanes[v % 8] += std::max(s[v], 0.f) * dy[v];
-    s[v] = s[v] > 0.f ? weight * dy[v] : 0.f;
+    float* row = s + v * h;
+    for (int64_t j = begin; j < end; ++j) {
+      const float x = row[j];
+      dw[j] += std::max(x, 0.f) * dy[v];  // std::max(NaN, 0) is NaN, as in the AVX2 path
+      row[j] = x > 0.f ? weight[j] * dy[v] : 0.f;
+    }
   }
-  float sum = 0.f;
-  for (float lane : lanes) sum += lane;
-  return sum;
 }
 
-__attribute__((target("avx2,fma"))) float relu_backward_row_avx2(float* s, const float* dy, float weight,
-                                                                 int64_t n) {
-  const __m256 zero = _mm256_setzero_ps(), w = _mm256_set1_ps(weight);
-  __m256 acc = zero;
-  int64_t v = 0;
-  for (; v + 8 <= n; v += 8) {
-    const __m256 sv = _mm256_loadu_ps(s + v), dv = _mm256_loadu_ps(dy + v);
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_max_ps(zero, sv), dv));  // max(0, NaN) is NaN here
-    _mm256_storeu_ps(s + v, _mm256_and_ps(_mm256_cmp_ps(sv, zero, _CMP_GT_OQ), _mm256_mul_ps(w, dv)));
+// kVectors x 8 heads down all the slots, with as many sums in flight. The same operations, in the
+// same order, as relu_backward_heads: both paths give the same bits.
+template <int kVectors>
+__attribute__((target("avx2,fma"), always_inline)) inline void relu_backward_vectors(
+    float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw) {
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 acc[kVectors], w[kVectors];
+  for (int c = 0; c < kVectors; ++c) acc[c] = zero, w[c] = _mm256_loadu_ps(weight + 8 * c);
+  for (int64_t v = 0; v < n; ++v) {
+    const __m256 dv = _mm256_set1_ps(dy[v]);
+    float* row = s + v * h;
+    for (int c = 0; c < kVectors; ++c) {
+      const __m256 sv = _mm256_loadu_ps(row + 8 * c);
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_max_ps(zero, sv), dv));  // max(0, NaN) is NaN here
+      _mm256_storeu_ps(row + 8 * c,
+                       _mm256_and_ps(_mm256_cmp_ps(sv, zero, _CMP_GT_OQ), _mm256_mul_ps(w[c], dv)));
+    }
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  for (; v < n; ++v) {
-    lanes[v % 8] += std::max(s[v], 0.f) * dy[v];
-    s[v] = s[v] > 0.f ? weight * dy[v] : 0.f;
-  }
-  float sum = 0.f;
-  for (float lane : lanes) sum += lane;
-  return sum;
+  for (int c = 0; c < kVectors; ++c) _mm256_storeu_ps(dw + 8 * c, acc[c]);
 }
 
-float relu_backward_row(float* s, const float* dy, float weight, int64_t n) {
-  return use_avx2() ? relu_backward_row_avx2(s, dy, weight, n) : relu_backward_row_baseline(s, dy, weight, n);
+__attribute__((target("avx2,fma"))) void relu_backward_avx2(float* s, const float* dy, const float* weight,
+                                                            int64_t n, int64_t h, float* dw) {
+  int64_t j = 0;
+  for (; j + 32 <= h; j += 32) relu_backward_vectors<4>(s + j, dy, weight + j, n, h, dw + j);
+  for (; j + 8 <= h; j += 8) relu_backward_vectors<1>(s + j, dy, weight + j, n, h, dw + j);
+  relu_backward_heads(s, dy, weight, n, h, j, h, dw);
+}
+
+void relu_backward(float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw) {
+  if (use_avx2()) return relu_backward_avx2(s, dy, weight, n, h, dw);
+  relu_backward_heads(s, dy, weight, n, h, 0, h, dw);
 }
 
 __attribute__((target("avx2,fma"))) void add_weighted_relu_avx2(float* acc, const float* scores, float weight,
@@ -118,6 +133,73 @@ void add_weighted_relu(float* acc, const float* scores, float weight, int64_t n)
 OAO_AVX2_CLONE void add_into(float* acc, const float* add, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += add[i];
 }
+
+__attribute__((target("avx2"))) void to_float32_avx2(const bfloat16* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)));
+  }
+  for (; i < n; ++i) dst[i] = to_float(src[i]);
+}
+
+__attribute__((target("avx2,f16c"))) void to_float32_avx2(const half* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = to_float(src[i]);
+}
+
+template <class T>
+void to_float32(const T* src, int64_t n, float* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy_n(src, n, dst);
+  } else if (use_avx2()) {
+    to_float32_avx2(src, n, dst);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
+  }
+}
+
+__attribute__((target("avx2,fma,f16c"))) void from_float32_avx2(const float* src, int64_t n, bfloat16* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = _mm256_srli_epi32(round_to_bf16_high(_mm256_loadu_ps(src + i)), 16);
+    const __m256i hi = _mm256_srli_epi32(round_to_bf16_high(_mm256_loadu_ps(src + i + 8)), 16);
+    // packus works within 128-bit lanes: the permute puts the four 64-bit quarters back in order.
+    const __m256i bits = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bits);
+  }
+  for (; i < n; ++i) dst[i] = from_float<bfloat16>(src[i]);
+}
+
+__attribute__((target("avx2,f16c"))) void from_float32_avx2(const float* src, int64_t n, half* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i bits = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), bits);
+  }
+  for (; i < n; ++i) dst[i] = from_float<half>(src[i]);
+}
+
+template <class T>
+void from_float32(const float* src, int64_t n, T* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::copy_n(src, n, dst);
+  } else if (use_avx2()) {
+    from_float32_avx2(src, n, dst);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
+  }
+}
+
+template void to_float32<float>(const float*, int64_t, float*);
+template void to_float32<half>(const half*, int64_t, float*);
+template void to_float32<bfloat16>(const bfloat16*, int64_t, float*);
+template void from_float32<float>(const float*, int64_t, float*);
+template void from_float32<half>(const float*, int64_t, half*);
+template void from_float32<bfloat16>(const float*, int64_t, bfloat16*);
 
 void single_threaded_blas() {
   // This OpenBLAS is the scipy-openblas32 wheel's, ours alone in the process (NumPy carries its

@@ -34,19 +34,26 @@ struct BadIndex {
 template <class I>
 BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, int sparse_mode);
 
-// C[m x n] = op(A) op(B), float32, row-major, on the calling thread.
+// C[m x n] = op(A) op(B), or C += op(A) op(B) when accumulating; float32, row-major, on the calling
+// thread.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-          float* c);
+          float* c, bool accumulate = false);
 
-// For row j of the scores s (n values) of a token: returns sum_v relu(s[v]) dy[v] (d_weights) and
-// turns s into g[v] = weight dy[v] where s[v] > 0, else 0.
-float relu_backward_row(float* s, const float* dy, float weight, int64_t n);
+// For the scores s of a token (n slots x h heads, row-major): dw[j] = sum over v, in order, of
+// relu(s[v,j]) dy[v] (d_weights), and s becomes g[v,j] = weight[j] dy[v] where s[v,j] > 0, else 0.
+void relu_backward(float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw);
 
 // acc[s] += weight * relu(scores[s]) for s in [0, n).
 void add_weighted_relu(float* acc, const float* scores, float weight, int64_t n);
 
 // acc[0, n) += add[0, n).
 void add_into(float* acc, const float* add, int64_t n);
+
+// dst[0, n) = src[0, n) converted to float32, and back (rounded to nearest even).
+template <class T>
+void to_float32(const T* src, int64_t n, float* dst);
+template <class T>
+void from_float32(const float* src, int64_t n, T* dst);
 
 // Keeps OpenBLAS on the calling thread: the kernels already spread their tasks over ORT's threads.
 void single_threaded_blas();

@@ -1,5 +1,6 @@
-"""``python -m ort_ascend_ops bench``: each op's native kernel against its inlined reference and
-the machine's own roofline, measured in the same run."""
+"""``python -m ort_ascend_ops bench``: each op's native kernel against its inlined reference, the
+peers a user would otherwise pick (PyTorch, ONNX Runtime's standard ops) and the machine's own
+roofline, all measured in the same run."""
 
 from . import (
     lightning_indexer,
@@ -10,7 +11,8 @@ from . import (
     rotary_position_embedding_grad,
 )
 
-# The registration table: bench name -> module with ``cases(quick)`` and ``run(case, threads)``.
+# The registration table: bench name -> module with ``cases(quick, dtypes)`` (a list of cases'
+# parameters), ``make(params)`` (a ``runner.Case``) and ``PEERS`` (what the peers run, in words).
 BENCHES = {
     "rms_norm": rms_norm,
     "rms_norm_grad": rms_norm_grad,
@@ -20,4 +22,9 @@ BENCHES = {
     "lightning_indexer_grad": lightning_indexer_grad,
 }
 # Short names for the command line.
-ALIASES = {"rope": "rotary_position_embedding", "rope_grad": "rotary_position_embedding_grad"}
+ALIASES = {
+    "rope": "rotary_position_embedding",
+    "rope_grad": "rotary_position_embedding_grad",
+    "indexer": "lightning_indexer",
+    "indexer_grad": "lightning_indexer_grad",
+}

@@ -1,24 +1,34 @@
-"""RmsNormGrad at LLM activation sizes: reads dy and x, writes dx."""
+"""RmsNormGrad at LLM activation sizes: reads dy, x, rstd and gamma, writes dx and dgamma."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .runner import DTYPES, bench_memory_bound, row_cases
+from . import peers
+from .rms_norm import cases, torch_rms_norm
+from .runner import Case, random
 
-cases = row_cases
+__all__ = ["PEERS", "cases", "make"]
+
+PEERS = (
+    "PyTorch: the backward alone of `F.rms_norm(x, [cols], gamma)` (graph built once, "
+    "`torch.autograd.grad(y, [x, gamma], dy, retain_graph=True)`), gamma in x's dtype."
+)
 
 
-def run(case: tuple[int, int, str], threads: int, repeats: int):
-    rows, cols, dtype_name = case
+def make(case: tuple[int, int, str]) -> Case:
+    rows, cols, dtype = case
     rng = np.random.default_rng(0)
-    dtype = DTYPES[dtype_name]
     inputs = {
-        "dy": rng.standard_normal((rows, cols), np.float32).astype(dtype),
-        "x": rng.standard_normal((rows, cols), np.float32).astype(dtype),
+        "dy": random((rows, cols), dtype, rng),
+        "x": random((rows, cols), dtype, rng),
         "rstd": rng.uniform(0.5, 2.0, (rows, 1)).astype(np.float32),
-        "gamma": rng.standard_normal(cols, np.float32),
+        "gamma": random(cols, "float32", rng),
     }
-    return bench_memory_bound(
-        "RmsNormGrad", f"RmsNormGrad {rows}x{cols} {dtype_name}", inputs, threads, repeats
-    )
+
+    def torch_call():
+        x, gamma = peers.tensors(inputs["x"], inputs["gamma"].astype(inputs["x"].dtype), requires_grad=True)
+        (dy,) = peers.tensors(inputs["dy"])
+        return peers.backward(torch_rms_norm(x, gamma), [x, gamma], dy)
+
+    return Case("RmsNormGrad", f"RmsNormGrad {rows}x{cols} {dtype}", dtype, inputs, torch=torch_call)

@@ -1,32 +1,43 @@
-"""RotaryPositionEmbeddingGrad on BSND activations with a 1S1D table: reads dy (and x), writes dx
-(and dcos, dsin)."""
+"""RotaryPositionEmbeddingGrad on BSND activations with a 1S1D table: reads dy, cos and sin (and
+x), writes dx (and dcos, dsin)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .runner import DTYPES, bench_memory_bound
+from . import peers
+from .rotary_position_embedding import MODES, ladder, tables, torch_rope
+from .runner import Case, random
 
-MODES = {0: "half", 1: "interleave", 2: "quarter", 3: "interleave-half"}
+PEERS = (
+    "PyTorch: the backward alone of the forward's formula (graph built once, "
+    "`torch.autograd.grad(y, wrt, dy, retain_graph=True)`), with respect to x, and also cos and "
+    "sin (summed over the broadcast axes) for the `+x` rows that compute dcos and dsin."
+)
 
 
-def cases(quick: bool) -> list[tuple[tuple[int, ...], str, int, bool]]:
-    shape = (1, 64, 4, 128) if quick else (4, 4096, 32, 128)  # B, S, N, D
-    return [(shape, dtype, mode, with_x) for dtype in DTYPES for mode in MODES for with_x in (False, True)]
+def cases(quick: bool, dtypes: tuple[str, ...]) -> list[tuple[tuple[int, ...], str, int, bool]]:
+    return [
+        (shape, dtype, mode, with_x)
+        for shape, mode in ladder(quick)
+        for dtype in dtypes
+        for with_x in (False, True)
+    ]
 
 
-def run(case: tuple[tuple[int, ...], str, int, bool], threads: int, repeats: int):
-    (b, s, n, d), dtype_name, mode, with_x = case
+def make(case: tuple[tuple[int, ...], str, int, bool]) -> Case:
+    (b, s, n, d), dtype, mode, with_x = case
     rng = np.random.default_rng(0)
-    dtype = DTYPES[dtype_name]
-    inputs = {
-        "dy": rng.standard_normal((b, s, n, d), np.float32).astype(dtype),
-        "cos": rng.standard_normal((1, s, 1, d), np.float32).astype(dtype),
-        "sin": rng.standard_normal((1, s, 1, d), np.float32).astype(dtype),
-    }
+    inputs = {"dy": random((b, s, n, d), dtype, rng), **tables(s, d, dtype, rng)}
+    x = random((b, s, n, d), dtype, rng)
     if with_x:
-        inputs["x"] = rng.standard_normal((b, s, n, d), np.float32).astype(dtype)
-    label = f"RoPEGrad {b}x{s}x{n}x{d} {dtype_name} {MODES[mode]}{' +x' if with_x else ''}"
-    return bench_memory_bound(
-        "RotaryPositionEmbeddingGrad", label, inputs, threads, repeats, attrs={"mode": mode}
-    )
+        inputs["x"] = x
+
+    def torch_call():
+        (xt,) = peers.tensors(x, requires_grad=True)
+        cos, sin = peers.tensors(inputs["cos"], inputs["sin"], requires_grad=with_x)
+        (dy,) = peers.tensors(inputs["dy"])
+        return peers.backward(torch_rope(xt, cos, sin, mode), [xt, cos, sin] if with_x else [xt], dy)
+
+    label = f"RoPEGrad {b}x{s}x{n}x{d} {dtype} {MODES[mode]}{' +x' if with_x else ''}"
+    return Case("RotaryPositionEmbeddingGrad", label, dtype, inputs, {"mode": mode}, torch=torch_call)

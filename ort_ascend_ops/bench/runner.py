@@ -1,31 +1,65 @@
-"""What every benchmark does: the native kernel, the inlined reference, and the machine's roof for
-the kind of work (a copy of the same bytes, or NumPy's sgemm rate), measured in the same run."""
+"""What every benchmark does: for one case, the native kernel, the inlined reference and the peers
+(PyTorch, ONNX Runtime's standard op) on the same threads, held to the machine's roof for the kind
+of work (a copy of the same bytes, or NumPy's sgemm rate) measured in the same run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 
 from ..reference.model import make_op_model
 from ..runtime import ortvalue_copy, session_options
+from . import peers
 from .timing import CopyBaseline, SgemmBaseline, Timing, measure
+
+DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+
+# What each row is compared with: key -> column title.
+BASELINES = {"reference": "reference", "torch": "PyTorch", "ort": "ORT std op"}
+# Seconds of timed turns (native, roof and peers taking turns) per case and thread count, and of
+# the reference's runs; the repeats are cut to fit (at least 3), see ``timing.measure``.
+TURNS_BUDGET_S = 2.0
+REFERENCE_BUDGET_S = 1.0
+
+
+def random(shape, dtype_name: str, rng: np.random.Generator) -> np.ndarray:
+    """Uniform values in [-0.5, 0.5) (several times faster to draw than normal ones)."""
+    return (rng.random(shape, np.float32) - 0.5).astype(DTYPES[dtype_name], copy=False)
+
+
+@dataclass
+class Case:
+    """One benchmark case, as an op module builds it."""
+
+    op: str  # the op in the ort_ascend_ops domain
+    label: str  # the row's name: short op name, shape, dtype, mode
+    dtype: str
+    inputs: dict[str, np.ndarray]
+    attrs: dict = field(default_factory=dict)
+    flops: float | None = None  # GEMM-shaped work (roof: sgemm); None: memory-bound (roof: copy)
+    torch: Callable[[], Callable[[], object]] | None = None  # builds the timed PyTorch call
+    standard: Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]] | None = None  # ORT's op
 
 
 @dataclass
 class Result:
+    op: str
     label: str
+    dtype: str
     threads: int
     native: Timing
-    reference: Timing | None
+    baselines: dict[str, Timing]  # the baselines that ran, by BASELINES key
+    absent: dict[str, str]  # why the others have no time
     work: float  # bytes moved or floating-point operations, per run
     unit: str  # "GB/s" or "GFLOP/s"
     roof_rate: float  # the same unit, measured in the same run
     roof_name: str  # "copy" or "sgemm"
+    wall_s: float = 0.0  # what the row took, its setup included
 
     @property
     def achieved(self) -> float:
@@ -35,62 +69,51 @@ class Result:
     def roof_fraction(self) -> float:
         return self.achieved / self.roof_rate
 
-    @property
-    def speedup(self) -> float | None:
-        return None if self.reference is None else self.reference.median / self.native.median
-
-    def row(self) -> str:
-        ref = (
-            f"{self.reference}  {self.speedup:6.1f}x" if self.reference else f"{'(cannot run)':>17}  {'':>7}"
-        )
-        return (
-            f"{self.label:<44} {self.threads:>2}  {self.native}  {ref}  "
-            f"{self.achieved:6.1f} {self.unit:<7}  {self.roof_fraction * 100:4.0f}% of {self.roof_name}"
-        )
+    def speedup(self, baseline: str) -> float | None:
+        timing = self.baselines.get(baseline)
+        return None if timing is None else timing.median / self.native.median
 
     def as_dict(self) -> dict:
-        return {
-            "case": self.label,
-            "threads": self.threads,
-            "native_s": self.native.median,
-            "native_spread": self.native.spread,
-            "reference_s": self.reference.median if self.reference else None,
-            "speedup_vs_reference": self.speedup,
+        row = {"op": self.op, "case": self.label, "dtype": self.dtype, "threads": self.threads}
+        for name, timing in {"native": self.native, **self.baselines}.items():
+            row.update(
+                {
+                    f"{name}_s": timing.median,
+                    f"{name}_spread": timing.spread,
+                    f"{name}_repeats": timing.repeats,
+                }
+            )
+        for name in BASELINES:
+            row[f"speedup_vs_{name}"] = self.speedup(name)
+        return row | {
+            "absent": self.absent,
             "work": self.work,
             "unit": self.unit,
             "achieved": self.achieved,
             "roof": self.roof_name,
             "roof_rate": self.roof_rate,
             "roof_fraction": self.roof_fraction,
+            "wall_s": self.wall_s,
         }
 
 
-DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16}
+def _ort_values(inputs: dict[str, np.ndarray]) -> dict[str, ort.OrtValue]:
+    """Copies of ``inputs`` in ORT-allocated memory, as they would live inside a graph."""
+    return {name: ortvalue_copy(a) for name, a in inputs.items()}
 
 
-def row_cases(quick: bool) -> list[tuple[int, int, str]]:
-    """(rows, cols, dtype) for the normalization family: LLM activations of 4096 and 8192 features."""
-    shapes = [(512, 1024)] if quick else [(8192, 4096), (2048, 8192)]
-    return [(rows, cols, dtype) for rows, cols in shapes for dtype in DTYPES]
-
-
-HEADER = (
-    f"{'case':<44} {'th':>2}  {'native':>17}  {'inlined reference':>17}  {'speedup':>7}  "
-    f"{'achieved':>14}  roofline"
-)
-
-
-def _bound_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray], threads: int, native: bool):
+def _bound_run(model: onnx.ModelProto, values: dict[str, ort.OrtValue], threads: int, native: bool):
     """A zero-argument callable running ``model`` once, inputs and outputs bound in advance so
-    that only the graph is timed. Inputs live in ORT-allocated memory, as they would inside a
-    graph."""
+    that only the graph is timed."""
     options = session_options(threads=threads, native=native)
     # ORT's idle workers spin after each run; they would steal the cores the copy baseline,
     # timed in turns with the kernel, runs on.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # The memory pattern's first planned run of a many-node graph (the reference) page-faults one
+    # block for all its intermediates: seconds at the large sizes, and later runs are no faster.
+    options.enable_mem_pattern = False
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     binding = session.io_binding()
-    values = {name: ortvalue_copy(a) for name, a in inputs.items()}
     for name, value in values.items():
         binding.bind_ortvalue_input(name, value)
     for output in session.get_outputs():
@@ -114,55 +137,70 @@ def _moved_bytes(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> int:
     return sum(a.nbytes for a in inputs.values()) + written
 
 
-def bench_memory_bound(
-    op_name: str,
-    label: str,
-    inputs: dict[str, np.ndarray],
-    threads: int,
-    repeats: int,
-    attrs: dict | None = None,
-    with_reference: bool = True,
-) -> Result:
-    """Times ``op_name`` on ``inputs`` natively, as the inlined reference, and a plain copy of
-    the bytes the op must move, all on ``threads`` threads."""
-    model = make_op_model(op_name, {name: (a.dtype, a.shape) for name, a in inputs.items()}, attrs or {})
-    nbytes = _moved_bytes(model, inputs)
-    copy = CopyBaseline(nbytes, threads)
-    try:
-        native, copy_time = measure(_bound_run(model, inputs, threads, native=True), copy, repeats=repeats)
-    finally:
-        copy.close()
-    reference = _time_reference(model, inputs, threads, repeats) if with_reference else None
-    return Result(label, threads, native, reference, nbytes, "GB/s", nbytes / copy_time.median / 1e9, "copy")
+def _why(error: Exception) -> str:
+    """Why a baseline cannot run: ONNX Runtime's message without its status prefix."""
+    message = str(error).split(" : ")[-1].splitlines()[0][:200]
+    return message if isinstance(error, ValueError) else f"ONNX Runtime refuses it: {message}"
 
 
-def _time_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], threads: int, repeats: int):
-    try:
-        run_reference = _bound_run(model, inputs, threads, native=False)
-    except Fail:  # the reference cannot run there (RoPE grad, bfloat16 with x: see its schema)
-        return None
-    (reference,) = measure(run_reference, repeats=max(3, repeats // 4))
-    return reference
+class CaseRunner:
+    """Runs one case on each thread count; what does not depend on it (the model, PyTorch's graph)
+    is built once."""
 
+    def __init__(self, case: Case):
+        self.case = case
+        types = {name: (a.dtype, a.shape) for name, a in case.inputs.items()}
+        self.model = make_op_model(case.op, types, case.attrs)
+        self.values = _ort_values(case.inputs)  # shared by the native and reference sessions
+        self.absent: dict[str, str] = {}
+        self.torch_call = None
+        if peers.torch_module() is None:
+            self.absent["torch"] = "not installed"
+        elif case.torch is not None:
+            self.torch_call = case.torch()
+        if case.standard is None:
+            self.absent["ort"] = "no standard op"
 
-def bench_compute_bound(
-    op_name: str,
-    label: str,
-    inputs: dict[str, np.ndarray],
-    flops: float,
-    threads: int,
-    repeats: int,
-    attrs: dict | None = None,
-) -> Result:
-    """Times ``op_name`` natively and as the inlined reference, against NumPy's sgemm rate on the
-    same threads."""
-    model = make_op_model(op_name, {name: (a.dtype, a.shape) for name, a in inputs.items()}, attrs or {})
-    sgemm = SgemmBaseline(threads)
-    try:
-        native, sgemm_time = measure(_bound_run(model, inputs, threads, native=True), sgemm, repeats=repeats)
-    finally:
-        sgemm.close()
-    reference = _time_reference(model, inputs, threads, repeats)
-    return Result(
-        label, threads, native, reference, flops, "GFLOP/s", sgemm.flops / sgemm_time.median / 1e9, "sgemm"
-    )
+    def run(self, threads: int, max_repeats: int) -> Result:
+        case, absent = self.case, dict(self.absent)
+        fns = {"native": _bound_run(self.model, self.values, threads, native=True)}
+        if self.torch_call is not None:
+            peers.torch_module().set_num_threads(threads)
+            fns["torch"] = self.torch_call
+        if case.standard is not None:
+            try:
+                model, inputs = case.standard()
+                fns["ort"] = _bound_run(model, _ort_values(inputs), threads, native=False)
+            except Exception as e:  # noqa: BLE001 - ORT's errors derive from Exception only
+                absent["ort"] = _why(e)
+        if case.flops is None:
+            work, unit = _moved_bytes(self.model, case.inputs), "GB/s"
+            roof = CopyBaseline(work, threads)
+        else:
+            work, unit = case.flops, "GFLOP/s"
+            roof = SgemmBaseline(threads)
+        try:
+            timings = measure(roof, *fns.values(), repeats=max_repeats, budget_s=TURNS_BUDGET_S)
+        finally:
+            roof.close()
+        roof_time, native, *peer_times = timings
+        baselines = dict(zip(list(fns)[1:], peer_times, strict=True))
+        fns.clear()  # frees the sessions' outputs before the reference runs
+        try:
+            reference = _bound_run(self.model, self.values, threads, native=False)
+            (baselines["reference"],) = measure(reference, repeats=max_repeats, budget_s=REFERENCE_BUDGET_S)
+        except Exception as e:  # noqa: BLE001 - e.g. RoPE grad in bfloat16 with x: see its schema
+            absent["reference"] = _why(e)
+        return Result(
+            case.op,
+            case.label,
+            case.dtype,
+            threads,
+            native,
+            {name: baselines[name] for name in BASELINES if name in baselines},
+            absent,
+            work,
+            unit,
+            roof.work / roof_time.median / 1e9,
+            "copy" if case.flops is None else "sgemm",
+        )

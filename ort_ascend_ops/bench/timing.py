@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -12,64 +14,111 @@ from pathlib import Path
 
 import numpy as np
 
+MIN_REPEATS = 3
+
 
 @dataclass(frozen=True)
 class Timing:
     median: float  # seconds
     spread: float  # (max - min) / median over the repeats
-
-    def __str__(self) -> str:
-        return f"{self.median * 1e3:8.2f} ms ±{self.spread * 100:3.0f}%"
+    repeats: int
 
 
-def measure(*fns: Callable[[], object], repeats: int, warmup: int = 1) -> list[Timing]:
+def measure(
+    *fns: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float | None = None
+) -> list[Timing]:
     """Times each of ``fns``, taking turns within every repeat so that all of them see the same
-    (shared, noisy) machine: the ratios between them are what the benchmarks report."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
+    (shared, noisy) machine: the ratios between them are what the benchmarks report. With
+    ``budget_s``, ``repeats`` is cut to the turns that fit in it by the warm-up's times (at least
+    ``MIN_REPEATS``), so that large cases take few repeats and small ones many; where not even
+    those fit, the warm-up counts as the first repeat (the median of three shrugs off one slow
+    first run)."""
     times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
+
+    def turn() -> float:
         for fn, samples in zip(fns, times, strict=True):
             start = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - start)
-    return [Timing(statistics.median(t), (max(t) - min(t)) / statistics.median(t)) for t in times]
+        return sum(samples[-1] for samples in times)
+
+    warm = [turn() for _ in range(warmup)]
+    fitting = budget_s / max(statistics.mean(warm), 1e-9) if budget_s is not None and warmup else repeats
+    repeats = min(repeats, max(MIN_REPEATS, int(fitting)))
+    if fitting >= MIN_REPEATS or repeats < MIN_REPEATS:
+        for samples in times:
+            samples.clear()
+    while len(times[0]) < repeats:
+        turn()
+    return [Timing(statistics.median(t), (max(t) - min(t)) / statistics.median(t), len(t)) for t in times]
+
+
+@functools.cache
+def _streaming_threshold() -> int:
+    """Bytes from which glibc's memmove uses streaming stores: by default 3/4 of the L3 size as
+    glibc sees it (240 MiB where that reads 320 MiB); 0 when unknown."""
+    try:
+        l3 = subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True, text=True).stdout
+        return max(int(l3), 0) * 3 // 4
+    except (OSError, ValueError):
+        return 0
+
+
+_STREAMING_PAIRS: list[tuple[np.ndarray, np.ndarray]] = []  # kept for the whole run, one per thread
+
+
+def _streaming_pairs(nbytes: int, count: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``count`` (source, target) pairs of ``nbytes`` each (``nbytes`` is the same every call)."""
+    while len(_STREAMING_PAIRS) < count:
+        _STREAMING_PAIRS.append((np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)))
+    return _STREAMING_PAIRS[:count]
+
+
+def _numpy_copy(pair: tuple[np.ndarray, np.ndarray]) -> None:
+    np.copyto(pair[1], pair[0])
+
+
+def _memmove(pair: tuple[np.ndarray, np.ndarray]) -> None:
+    ctypes.memmove(pair[1].ctypes.data, pair[0].ctypes.data, pair[0].nbytes)
 
 
 class CopyBaseline:
-    """A plain memory copy moving ``nbytes`` in all (half read, half written), split over
-    ``threads`` threads like the kernel's work: the bandwidth roof the memory-bound kernels are
-    held to. Two copies compete, NumPy's loop and libc's memmove (whose large-size path uses
-    streaming stores), and the faster on this machine, size and thread count is the roof. Both
-    release the GIL, so the threads copy in parallel."""
+    """A plain memory copy on up to ``threads`` threads, whose rate over ``nbytes`` (half read, half
+    written) is the bandwidth roof the memory-bound kernels are held to. Copies compete, and the
+    fastest per byte on this machine, size and thread count is the roof: NumPy's loop and libc's
+    memmove, each split over the threads (both release the GIL, so they copy in parallel) or on
+    the calling thread alone (faster for small sizes, where handing work to a Python thread pool
+    costs more than the copy). memmove streams its stores (no read of the target first) only past
+    a threshold, as kernels may at any size, so up to that size one more candidate copies a block
+    of the threshold's size on each thread and its rate counts: without it a streaming kernel
+    beats the roof by up to half again. ``work`` is the bytes one call moves."""
+
+    STREAMING_FROM = 8 << 20  # per thread: below this, caches decide and streaming cannot win
 
     def __init__(self, nbytes: int, threads: int):
         chunk = max(nbytes // 2 // threads, 1)
-        self.sources = [np.ones(chunk, np.uint8) for _ in range(threads)]
-        self.targets = [np.zeros(chunk, np.uint8) for _ in range(threads)]
         self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
-        numpy_time, memmove_time = measure(
-            lambda: self._on_all_threads(self._numpy_copy),
-            lambda: self._on_all_threads(self._memmove),
-            repeats=3,
-        )
-        self._copy = self._numpy_copy if numpy_time.median <= memmove_time.median else self._memmove
+        pairs = [(np.ones(chunk, np.uint8), np.zeros(chunk, np.uint8)) for _ in range(threads)]
+        copies = [(pairs, copy, pool) for copy in (_numpy_copy, _memmove) for pool in {None, self.pool}]
+        threshold = _streaming_threshold()
+        if self.STREAMING_FROM <= chunk < threshold <= 1 << 30:
+            copies.append((_streaming_pairs(threshold + (1 << 20), threads), _memmove, self.pool))
+        candidates = [functools.partial(self._copy_all, *copy) for copy in copies]
+        works = [2 * pairs[0][0].nbytes * threads for pairs, _, _ in copies]
+        times = measure(*candidates, repeats=3)
+        best = max(range(len(candidates)), key=lambda i: works[i] / times[i].median)
+        self._run, self.work = candidates[best], works[best]
 
-    def _numpy_copy(self, i: int) -> None:
-        np.copyto(self.targets[i], self.sources[i])
-
-    def _memmove(self, i: int) -> None:
-        ctypes.memmove(self.targets[i].ctypes.data, self.sources[i].ctypes.data, self.sources[i].nbytes)
-
-    def _on_all_threads(self, copy: Callable[[int], None]) -> None:
-        if self.pool is None:
-            copy(0)
+    @staticmethod
+    def _copy_all(pairs, copy: Callable, pool: ThreadPoolExecutor | None) -> None:
+        if pool is None:
+            for pair in pairs:
+                copy(pair)
         else:
-            list(self.pool.map(copy, range(len(self.sources))))
+            list(pool.map(copy, pairs))
 
     def __call__(self) -> None:
-        self._on_all_threads(self._copy)
+        self._run()
 
     def close(self) -> None:
         if self.pool is not None:
@@ -86,7 +135,7 @@ class SgemmBaseline:
         rng = np.random.default_rng(0)
         self.a = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
         self.b = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
-        self.flops = 2.0 * self.SIZE**3
+        self.work = 2.0 * self.SIZE**3  # floating-point operations per call
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:

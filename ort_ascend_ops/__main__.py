@@ -23,6 +23,9 @@ def _bench(args: argparse.Namespace) -> int:
         )
         return 2
     threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
+    if min(threads) < 1:
+        print("thread counts must be at least 1", file=sys.stderr)
+        return 2
     command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
     repeats = min(args.repeats, 3) if args.quick else args.repeats
     suite.run(names, threads, dtypes, args.quick, repeats, command, args.json, args.markdown, args.png)

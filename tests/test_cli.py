@@ -156,3 +156,4 @@ def test_unknown_bench_is_refused(capsys):
     assert main(["bench", "no_such_op"]) == 2
     assert "unknown benchmarks or dtypes ['no_such_op']" in capsys.readouterr().err
     assert main(["bench", "rms_norm", "--dtypes", "float8"]) == 2
+    assert main(["bench", "rms_norm", "--threads", "0"]) == 2

@@ -123,8 +123,9 @@ OAO_AVX2 void subtract_from(float* acc, __m256 term) {
 // taking two at once would load and store the sums half as often, but walking two rows together
 // measured 1.1x (bfloat16) to 2x (float32, mode 1) slower from memory. With x, each row first asks
 // for the dy and x lines kPrefetchBytes ahead (the next rows, which follow in memory: the hardware
-// prefetchers start over at every 4 KiB page), measured 5-15% faster for bfloat16 and up to 10% for
-// float32; without x, it measured up to 20% slower for float32, so that path does not.
+// prefetchers start over at every 4 KiB page): measured 5-15% faster for bfloat16, 0-10% for
+// float32 (most with two threads). Without x it measured up to 20% slower for float32, so that path
+// does not.
 template <Layout kDy, Layout kX, bool kStream, bool kHasX, class T>
 __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions& pos, const Rows<T>& rows,
                                                              const PairRow& pr) {

@@ -1,6 +1,7 @@
 #include "kernels/rotary_position_embedding_grad.h"
 
 #include <algorithm>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -280,10 +281,12 @@ void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T*
         runs.emplace_back(offset, 1);
       }
     }
-    std::vector<float> data(block * floats);
-    const auto pair_row = [&](int64_t j) { return PairRow{data.data() + j * floats, pairs}; };
-    const int64_t c_end = block_begin(group + 1, split.groups, rows.cos_rows());
-    for (int64_t c0 = block_begin(group, split.groups, rows.cos_rows()); c0 < c_end; c0 += block) {
+    const int64_t c_begin = block_begin(group, split.groups, rows.cos_rows()),
+                  c_end = block_begin(group + 1, split.groups, rows.cos_rows());
+    // Left uninitialized: every block fills what it uses.
+    const std::unique_ptr<float[]> data(new float[std::min(block, c_end - c_begin) * floats]);
+    const auto pair_row = [&](int64_t j) { return PairRow{data.get() + j * floats, pairs}; };
+    for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
       const int64_t n = std::min(block, c_end - c0);
       for (int64_t j = 0; j < n; ++j) {
         const PairRow pr = pair_row(j);

@@ -130,9 +130,10 @@ def write_markdown(path: str, meta: dict, results: Sequence[Result], peers_by_op
         "the same bytes; sgemm: NumPy's float32 matrix product), and the speedup over each baseline "
         "(its time / the native time; `-`: it did not run, see the notes). Reference: the op's "
         "inlined ONNX reference function in ONNX Runtime. `th`: threads. The copy roof is the "
-        "fastest of four plain copies (NumPy's and libc's memmove, split over the threads or not), "
-        "not a hardware limit: a kernel can beat it by a little, and on a shared machine noise "
-        "moves both; the spread shows how much.",
+        "fastest per byte of plain copies timed in the same turns (NumPy's and libc's memmove, on "
+        "one thread or in pieces over the threads, and a memmove large enough to stream its "
+        "stores), not a hardware limit: a kernel can beat it by a little, and on a shared machine "
+        "noise moves both; the spread shows how much.",
         "",
         f"Summary (threads {' / '.join(map(str, meta['threads']))}):",
         "",

@@ -82,43 +82,54 @@ def _memmove(pair: tuple[np.ndarray, np.ndarray]) -> None:
     ctypes.memmove(pair[1].ctypes.data, pair[0].ctypes.data, pair[0].nbytes)
 
 
-class CopyBaseline:
-    """A plain memory copy on up to ``threads`` threads, whose rate over ``nbytes`` (half read, half
-    written) is the bandwidth roof the memory-bound kernels are held to. Copies compete, and the
-    fastest per byte on this machine, size and thread count is the roof: NumPy's loop and libc's
-    memmove, each split over the threads (both release the GIL, so they copy in parallel) or on
-    the calling thread alone (faster for small sizes, where handing work to a Python thread pool
-    costs more than the copy). memmove streams its stores (no read of the target first) only past
-    a threshold, as kernels may at any size, so up to that size one more candidate copies a block
-    of the threshold's size on each thread and its rate counts: without it a streaming kernel
-    beats the roof by up to half again. ``work`` is the bytes one call moves."""
+def _copy_all(pairs: list, copy: Callable, pool: ThreadPoolExecutor | None) -> None:
+    if pool is None:
+        for pair in pairs:
+            copy(pair)
+    else:
+        list(pool.map(copy, pairs))
 
-    STREAMING_FROM = 8 << 20  # per thread: below this, caches decide and streaming cannot win
+
+class CopyBaseline:
+    """Plain memory copies on up to ``threads`` threads, moving ``nbytes`` (half read, half
+    written): the fastest per byte, timed in the same turns as the kernel, is the bandwidth roof
+    the memory-bound kernels are held to. ``candidates`` lists them with the bytes each call moves:
+    NumPy's loop and libc's memmove, on the calling thread alone (faster for small sizes, where
+    handing work to a Python thread pool costs more than the copy) or in pieces handed to the
+    threads as they come free, like ONNX Runtime's pool does (both copies release the GIL, so the
+    threads copy in parallel). memmove streams its stores (no read of the target first) only past
+    a threshold, as kernels may at any size, so up to that size one more candidate copies a block
+    of the threshold's size on each thread: without it a streaming kernel beats the roof by up to
+    half again."""
+
+    STREAMING_FROM = 8 << 20  # bytes per thread: below this, caches decide and streaming cannot win
+    PIECES = 4  # per thread
 
     def __init__(self, nbytes: int, threads: int):
-        chunk = max(nbytes // 2 // threads, 1)
+        size = max(nbytes // 2, 1)
+        source, target = np.ones(size, np.uint8), np.zeros(size, np.uint8)
         self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
-        pairs = [(np.ones(chunk, np.uint8), np.zeros(chunk, np.uint8)) for _ in range(threads)]
-        copies = [(pairs, copy, pool) for copy in (_numpy_copy, _memmove) for pool in {None, self.pool}]
+        ways = [([(source, target)], None)]
+        if self.pool is not None:
+            parts = threads * self.PIECES
+            ways.append(
+                (
+                    list(zip(np.array_split(source, parts), np.array_split(target, parts), strict=True)),
+                    self.pool,
+                )
+            )
+        self.candidates = [
+            (functools.partial(_copy_all, pairs, copy, pool), 2 * size)
+            for copy in (_numpy_copy, _memmove)
+            for pairs, pool in ways
+        ]
         threshold = _streaming_threshold()
-        if self.STREAMING_FROM <= chunk < threshold <= 1 << 30:
-            copies.append((_streaming_pairs(threshold + (1 << 20), threads), _memmove, self.pool))
-        candidates = [functools.partial(self._copy_all, *copy) for copy in copies]
-        works = [2 * pairs[0][0].nbytes * threads for pairs, _, _ in copies]
-        times = measure(*candidates, repeats=3)
-        best = max(range(len(candidates)), key=lambda i: works[i] / times[i].median)
-        self._run, self.work = candidates[best], works[best]
-
-    @staticmethod
-    def _copy_all(pairs, copy: Callable, pool: ThreadPoolExecutor | None) -> None:
-        if pool is None:
-            for pair in pairs:
-                copy(pair)
-        else:
-            list(pool.map(copy, pairs))
-
-    def __call__(self) -> None:
-        self._run()
+        if self.STREAMING_FROM <= size // threads < threshold <= 1 << 30:
+            block = threshold + (1 << 20)
+            pairs = _streaming_pairs(block, threads)
+            self.candidates.append(
+                (functools.partial(_copy_all, pairs, _memmove, self.pool), 2 * block * threads)
+            )
 
     def close(self) -> None:
         if self.pool is not None:
@@ -127,7 +138,7 @@ class CopyBaseline:
 
 class SgemmBaseline:
     """NumPy's float32 matrix product on ``threads`` BLAS threads: the rate GEMM-shaped kernels are
-    held to. Without threadpoolctl, NumPy's BLAS keeps its own thread count (the run says so)."""
+    held to (one candidate, as ``CopyBaseline``'s). Without threadpoolctl, NumPy's BLAS keeps its own thread count (the run says so)."""
 
     SIZE = 1024
 
@@ -135,7 +146,7 @@ class SgemmBaseline:
         rng = np.random.default_rng(0)
         self.a = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
         self.b = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
-        self.work = 2.0 * self.SIZE**3  # floating-point operations per call
+        self.candidates = [(self, 2.0 * self.SIZE**3)]  # the call and its floating-point operations
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:

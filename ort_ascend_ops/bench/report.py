@@ -185,7 +185,7 @@ def write_png(path: str, meta: dict, results: Sequence[Result]) -> str | None:
             ax.barh(ys, xs, height=bar, label=f"{n} thread{'s' if n > 1 else ''}")
         ax.set_yticks([i + bar * (len(threads) - 1) / 2 for i in range(len(labels[op]))])
         ax.set_yticklabels([label.split(" ", 1)[1] for label in labels[op]], fontsize=7)
-        ax.invert_yaxis()
+        ax.set_ylim(len(labels[op]) - 1 + bar * (len(threads) - 0.5) + 0.2, -bar / 2 - 0.2)  # top down
         ax.axvline(100, color="black", linewidth=0.8)
         ax.set_xlim(0, right)
         roof = next(r.roof_name for r in results if r.op == op)

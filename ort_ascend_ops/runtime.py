@@ -12,6 +12,10 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
+
+from .opschema import load_op_specs
+from .reference._opset import DOMAIN
 
 _LIBRARY_NAME = "libort_ascend_ops.so"
 
@@ -95,6 +99,32 @@ def session_options(*, threads: int | None = None, native: bool = True) -> ort.S
     return options
 
 
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                yield from _graphs(sub)
+
+
+def check_attributes(model: onnx.ModelProto) -> None:
+    """Raises ONNX Runtime's ``InvalidGraph`` for a node of ours with an attribute its op does not
+    have (a misspelt ``epsilon``, say): ORT's C API gives custom kernels no way to list a node's
+    attributes, so the library alone would ignore it."""
+    specs = load_op_specs()
+    nodes = [n for g in _graphs(model.graph) for n in g.node] + [n for f in model.functions for n in f.node]
+    for node in nodes:
+        if node.domain != DOMAIN or node.op_type not in specs:
+            continue
+        known = {a.name for a in specs[node.op_type].attributes}
+        for attr in node.attribute:
+            if attr.name not in known:
+                raise InvalidGraph(
+                    f"{node.op_type} node '{node.name}': unknown attribute '{attr.name}'; "
+                    f"{node.op_type} takes {', '.join(sorted(known)) or 'no attributes'}"
+                )
+
+
 def make_session(
     model: onnx.ModelProto | str | os.PathLike,
     *,
@@ -103,9 +133,12 @@ def make_session(
     providers: Sequence[str | tuple[str, dict[str, str]]] = ("CPUExecutionProvider",),
     options: ort.SessionOptions | None = None,
 ) -> Session:
-    """A session for ``model`` with the native library registered unless ``native=False``."""
+    """A session for ``model`` with the native library registered unless ``native=False``. Nodes
+    of our domain are checked for unknown attributes first (``check_attributes``)."""
     if options is None:
         options = session_options(threads=threads, native=native)
+    loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
+    check_attributes(loaded)
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     return Session(ort.InferenceSession(source, options, providers=list(providers)))
 

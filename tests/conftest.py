@@ -1,11 +1,32 @@
+import os
 import sys
 import zlib
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+from hypothesis import HealthCheck, settings
 
 from ort_ascend_ops import aclnn_emulator
+
+# The fuzz tests' profiles: "ci" (the default) replays the same derandomized corpus every run;
+# "nightly" (--hypothesis-profile=nightly) draws thousands of fresh cases per op and test.
+_FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+settings.register_profile(
+    "ci", max_examples=300, derandomize=True, database=None, deadline=None, suppress_health_check=_FUZZ_HEALTH
+)
+settings.register_profile("nightly", max_examples=3000, deadline=None, suppress_health_check=_FUZZ_HEALTH)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+if os.environ.get("ORT_ASCEND_OPS_TEST_NO_ARENA"):  # .ci/sanitize: every tensor its own allocation
+
+    class _NoArenaOptions(ort.SessionOptions):
+        def __init__(self):
+            super().__init__()
+            self.enable_cpu_mem_arena = False
+
+    ort.SessionOptions = _NoArenaOptions
 
 # The oracles live beside the tests; the package itself is imported from its installed location.
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,9 +18,11 @@ struct RopeGradAclnn : RopeGradSignature<T> {
     if (auto status = this->check(dy.shape, cos.shape, sin.shape, x_shape); !status.IsOK()) return status;
     AclnnCall call(this->kName, io, allocator.get());
     auto* dx = io.output<T>(0, dy.shape);
-    auto* dcos = io.output<T>(1, cos.shape);
-    auto* dsin = io.output<T>(2, cos.shape);
-    const bool sums = dcos != nullptr || dsin != nullptr;
+    const Ort::UnownedValue dcos_value = io.output_value(1, cos.shape),
+                            dsin_value = io.output_value(2, cos.shape);
+    auto* dcos = Io::data<T>(dcos_value);
+    auto* dsin = Io::data<T>(dsin_value);
+    const bool sums = dcos_value != nullptr || dsin_value != nullptr;
     if (auto status = this->check_sums(sums, x.has_value()); !status.IsOK()) return status;
     const RopeCall limits{this->kName, "dy", true, sums, std::is_same_v<T, Ort::BFloat16_t>};
     if (auto status = check_rope_product(limits, call.cann().family(), dy.shape, cos.shape, this->mode);

@@ -69,10 +69,17 @@ inline std::string shape_str(const Shape& s) {
   return os.str();
 }
 
+// The product of s[begin, end). ORT's tensors never overflow it as a whole, but a sub-range can
+// (a shape [0, 2^40, 2^40] is a valid empty tensor): that is an error, not a wrapped count.
 inline int64_t element_count(const Shape& s, size_t begin = 0, size_t end = SIZE_MAX) {
   end = std::min(end, s.size());
   int64_t n = 1;
-  for (size_t i = begin; i < end; ++i) n *= s[i];
+  for (size_t i = begin; i < end; ++i) {
+    if (__builtin_mul_overflow(n, s[i], &n)) {
+      throw Ort::Exception("shape " + shape_str(s) + " has more elements than int64 can count",
+                           ORT_INVALID_ARGUMENT);
+    }
+  }
   return n;
 }
 
@@ -108,7 +115,26 @@ Ort::Status guarded(const char* op, F&& body) noexcept {
   }
 }
 
-// An attribute the node may leave out: ORT leaves custom ops' defaults to the kernel.
+// Whether the node has attribute `name` as a float, int, string or list of floats or ints (ORT's
+// getters fail alike for an absent attribute and for one of another type).
+inline bool has_attribute(const OrtKernelInfo* info, const char* name) {
+  const OrtApi& api = Ort::GetApi();
+  float f;
+  int64_t i;
+  size_t size = 0;
+  for (OrtStatus* status :
+       {api.KernelInfoGetAttribute_float(info, name, &f), api.KernelInfoGetAttribute_int64(info, name, &i),
+        api.KernelInfoGetAttribute_string(info, name, nullptr, &size),
+        api.KernelInfoGetAttributeArray_float(info, name, nullptr, &size),
+        api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)}) {
+    if (status == nullptr) return true;
+    api.ReleaseStatus(status);
+  }
+  return false;
+}
+
+// An attribute the node may leave out: ORT leaves custom ops' defaults to the kernel. One of
+// another type is an error, not the default (ORT does not check custom ops' attributes).
 template <class T>
 std::optional<T> attribute(const OrtKernelInfo* info, const char* name) {
   const OrtApi& api = Ort::GetApi();
@@ -130,6 +156,12 @@ std::optional<T> attribute(const OrtKernelInfo* info, const char* name) {
   }
   if (status == nullptr) return value;
   api.ReleaseStatus(status);
+  if (has_attribute(info, name)) {
+    const char* kind = std::is_same_v<T, float>     ? "a float"
+                       : std::is_same_v<T, int64_t> ? "an int"
+                                                    : "a string";
+    throw Ort::Exception(std::string("attribute '") + name + "' must be " + kind, ORT_INVALID_ARGUMENT);
+  }
   return std::nullopt;
 }
 

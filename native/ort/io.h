@@ -59,16 +59,25 @@ class Io {
 
   // Output i allocated with `shape`; null when the node does not take an optional output, an
   // error when it leaves out a required one.
-  template <class T>
-  storage_t<T>* output(size_t i, const Shape& shape) const {
+  Ort::UnownedValue output_value(size_t i, const Shape& shape) const {
     Ort::UnownedValue value =
         i < ctx_.GetOutputCount() ? ctx_.GetOutput(i, shape) : Ort::UnownedValue(nullptr);
-    if (value == nullptr) {
-      if (outputs_[i].optional) return nullptr;
+    if (value == nullptr && !outputs_[i].optional) {
       throw Ort::Exception(std::string("output '") + outputs_[i].name + "' is required",
                            ORT_INVALID_ARGUMENT);
     }
-    return reinterpret_cast<storage_t<T>*>(value.GetTensorMutableRawData());
+    return value;
+  }
+
+  // Output i's data (null for an empty tensor, so ask output_value whether the node takes it).
+  template <class T>
+  storage_t<T>* output(size_t i, const Shape& shape) const {
+    return data<T>(output_value(i, shape));
+  }
+
+  template <class T>
+  static storage_t<T>* data(Ort::UnownedValue value) {
+    return value == nullptr ? nullptr : reinterpret_cast<storage_t<T>*>(value.GetTensorMutableRawData());
   }
 
   Parallel parallel() const { return parallel_of(raw_); }
@@ -109,9 +118,14 @@ struct Entry : Kernel {
 template <class Kernel>
 struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
   explicit DeclaredOp(const char* ep) : ep_(ep) {}
+  // A bad attribute fails here, when the session is created.
   OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const {
-    *kernel = new Entry<Kernel>(info);
-    return nullptr;
+    return guarded(Kernel::kName,
+                   [&] {
+                     *kernel = new Entry<Kernel>(info);
+                     return Ort::Status(nullptr);
+                   })
+        .release();
   }
   const char* GetName() const { return Kernel::kName; }
   const char* GetExecutionProviderType() const { return ep_; }

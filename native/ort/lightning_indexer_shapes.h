@@ -45,11 +45,17 @@ class IndexerChecks {
            " must share the head dim D");
     } else if (!tnd() && key[0] != query[0]) {
       fail("inputs 'query' " + shape_str(query) + " and 'key' " + shape_str(key) + " must share the batch B");
+    } else if (query[rank - 2] < 1 || query[rank - 1] < 1) {
+      // Without heads or head dims every score is 0, and nothing in memory would bound the loops
+      // over tokens and keys that empty tensors can still claim.
+      fail("input 'query' " + shape_str(query) + " must have N1 >= 1 heads of D >= 1");
     }
     if (!ok()) return;
     out.n1 = query[rank - 2];
     out.d = query[rank - 1];
-    if (!tnd()) {
+    // BSND batches that hold neither tokens nor key rows are left out: an empty tensor may claim
+    // any number of them.
+    if (!tnd() && (query[1] > 0 || key[1] > 0)) {
       for (int64_t b = 1; b <= query[0]; ++b) {
         out.spans.query_end.push_back(b * query[1]);
         out.spans.key_end.push_back(b * key[1]);

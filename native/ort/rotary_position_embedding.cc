@@ -14,8 +14,10 @@ struct RopeKernel : RopeSignature<T> {
     const auto x = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);
     if (auto status = check_rope(this->kName, "x", x.shape, cos.shape, sin.shape, this->mode); !status.IsOK())
       return status;
-    rotary_position_embedding(x.data, cos.data, sin.data, io.output<T>(0, x.shape), x.shape, cos.shape,
-                              static_cast<int>(this->mode), io.parallel());
+    auto* y = io.output<T>(0, x.shape);
+    if (element_count(x.shape) == 0) return Ort::Status(nullptr);  // an empty x may claim any other extents
+    rotary_position_embedding(x.data, cos.data, sin.data, y, x.shape, cos.shape, static_cast<int>(this->mode),
+                              io.parallel());
     return Ort::Status(nullptr);
   }
 };

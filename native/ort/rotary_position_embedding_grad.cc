@@ -16,10 +16,17 @@ struct RopeGradKernel : RopeGradSignature<T> {
     const std::optional<Shape> x_shape = x ? std::optional(x->shape) : std::nullopt;
     if (auto status = this->check(dy.shape, cos.shape, sin.shape, x_shape); !status.IsOK()) return status;
     auto* dx = io.output<T>(0, dy.shape);
-    auto* dcos = io.output<T>(1, cos.shape);
-    auto* dsin = io.output<T>(2, cos.shape);
-    const bool sums = dcos != nullptr || dsin != nullptr;
+    const Ort::UnownedValue dcos_value = io.output_value(1, cos.shape),
+                            dsin_value = io.output_value(2, cos.shape);
+    auto* dcos = Io::data<T>(dcos_value);
+    auto* dsin = Io::data<T>(dsin_value);
+    const bool sums = dcos_value != nullptr || dsin_value != nullptr;
     if (auto status = this->check_sums(sums, x.has_value()); !status.IsOK()) return status;
+    if (element_count(dy.shape) == 0) {  // nothing to sum; an empty dy may claim any other extents
+      for (auto* sum : {dcos, dsin})
+        if (sum != nullptr) std::fill_n(sum, element_count(cos.shape), from_float<storage_t<T>>(0.f));
+      return Ort::Status(nullptr);
+    }
     // The kernel computes both sums together; one the node does not take goes to scratch.
     std::vector<storage_t<T>> scratch(sums && (dcos == nullptr || dsin == nullptr) ? element_count(cos.shape)
                                                                                    : 0);

@@ -1,0 +1,336 @@
+"""Hostile values beyond the per-op tests and the fuzz corpus: empty tensors that claim
+astronomical extents, NaN and Inf in every float input (they propagate as the float64 formula
+says, SECURITY.md), unknown attributes and wrong input counts."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from harness import raw_model, run_op
+from oracles import (
+    BF16,
+    F16,
+    F32,
+    TOL,
+    lightning_indexer_grad_inputs,
+    lightning_indexer_grad_oracle,
+    rms_norm_grad_inputs,
+    rms_norm_grad_oracle,
+    rms_norm_oracle,
+    rope_grad_oracle,
+    rope_oracle,
+)
+from ort_ascend_ops import make_session
+
+BIG = 2**40  # two of these overflow int64
+HUGE = 2**62
+
+OUTPUTS = {
+    "RmsNorm": {"y": F32, "rstd": F32},
+    "RmsNormGrad": {"dx": F32, "dgamma": F32},
+    "RotaryPositionEmbedding": {"y": F32},
+    "RotaryPositionEmbeddingGrad": {"dx": F32, "dcos": F32, "dsin": F32},
+    "LightningIndexer": {"sparse_indices": np.int32, "sparse_values": F32},
+    "LightningIndexerGrad": {"d_query": F32, "d_key": F32, "d_weights": F32},
+}
+
+
+def run_shapes(op, shapes, attrs=None):
+    """Runs op on float32 inputs of the given shapes, allocated by ONNX Runtime (NumPy refuses
+    shapes like [0, 2^40, 2^40] even when empty). Returns the output shapes."""
+    types = {name: np.int32 if name == "sparse_indices" else np.float32 for name in shapes}
+    dummies = {name: np.zeros((0,) * len(shape), types[name]) for name, shape in shapes.items()}
+    session = make_session(raw_model(op, dummies, OUTPUTS[op], attrs))
+    feeds = {
+        name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name])
+        for name, shape in shapes.items()
+    }
+    for name, value in feeds.items():  # fill the small ones, so that no uninitialized memory is read
+        if 0 < np.prod(value.shape(), dtype=object) < 1 << 20:
+            value.update_inplace(np.zeros(value.shape(), types[name]))
+    return [value.shape() for value in session.ort.run_with_ort_values(list(OUTPUTS[op]), feeds)]
+
+
+EMPTY_BUT_VAST = [
+    ("RmsNorm", {"x": [0, BIG, BIG], "gamma": [0, BIG, BIG]}, {}, [[0, BIG, BIG], [1, 1, 1]]),
+    (
+        "RmsNormGrad",
+        {"dy": [0, BIG, BIG], "x": [0, BIG, BIG], "rstd": [1], "gamma": [0, BIG, BIG]},
+        {},
+        [[0, BIG, BIG], [0, BIG, BIG]],
+    ),
+    (
+        "RotaryPositionEmbedding",
+        {"x": [HUGE, 0, 1, 4], "cos": [1, 1, 1, 4], "sin": [1, 1, 1, 4]},
+        {},
+        [[HUGE, 0, 1, 4]],
+    ),
+    (
+        "RotaryPositionEmbedding",
+        {"x": [0, BIG, BIG, 2], "cos": [0, BIG, BIG, 2], "sin": [0, BIG, BIG, 2]},
+        {},
+        [[0, BIG, BIG, 2]],
+    ),
+    (
+        "RotaryPositionEmbeddingGrad",
+        {"dy": [HUGE, 0, 1, 4], "cos": [1, 1, 1, 4], "sin": [1, 1, 1, 4], "x": [HUGE, 0, 1, 4]},
+        {},
+        [[HUGE, 0, 1, 4], [1, 1, 1, 4], [1, 1, 1, 4]],
+    ),
+    (
+        "LightningIndexer",
+        {"query": [HUGE, 0, 2, 4], "key": [HUGE, 0, 1, 4], "weights": [HUGE, 0, 2]},
+        {"layout": "BSND", "sparse_count": 3},
+        [[HUGE, 0, 3], [HUGE, 0, 3]],
+    ),
+    (
+        "LightningIndexerGrad",
+        {
+            "query": [HUGE, 0, 2, 4],
+            "key": [HUGE, 0, 1, 4],
+            "dy": [HUGE, 0, 3],
+            "sparse_indices": [HUGE, 0, 3],
+            "weights": [HUGE, 0, 2],
+        },
+        {"head_num": 2},
+        [[HUGE, 0, 2, 4], [HUGE, 0, 1, 4], [HUGE, 0, 2]],
+    ),
+    # Heads or head dims of 0 leave the token and key counts unbounded by memory: refused.
+    (
+        "LightningIndexer",
+        {"query": [1, HUGE, 0, 4], "key": [1, HUGE, 1, 0], "weights": [1, HUGE, 0]},
+        {"sparse_count": 1},
+        None,
+    ),
+    (
+        "LightningIndexerGrad",
+        {
+            "query": [1, HUGE, 0, 4],
+            "key": [1, 4, 1, 4],
+            "dy": [1, HUGE, 0],
+            "sparse_indices": [1, HUGE, 0],
+            "weights": [1, HUGE, 0],
+        },
+        {"head_num": 1},
+        None,
+    ),
+    # Outputs that would not fit: ORT's allocation error, reported for the op.
+    ("RmsNorm", {"x": [HUGE, 0], "gamma": [0]}, {}, None),
+    (
+        "LightningIndexer",
+        {"query": [1, 1, 1, 4], "key": [1, 2, 1, 4], "weights": [1, 1, 1]},
+        {"sparse_count": 2**62},
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "op, shapes, attrs, expect", EMPTY_BUT_VAST, ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_empty_tensors_with_vast_extents_are_empty_results_or_errors(op, shapes, attrs, expect):
+    if expect is not None:
+        assert run_shapes(op, shapes, attrs) == expect
+        return
+    with pytest.raises(Exception) as error:
+        run_shapes(op, shapes, attrs)
+    assert type(error.value).__module__.startswith("onnxruntime"), repr(error.value)
+
+
+# NaN and Inf ----------------------------------------------------------------------------------
+
+
+def assert_same_ieee(out, ref, tol):
+    """NaN where the float64 formula gives NaN, the same infinities, and the finite rest close."""
+    out = np.asarray(out).astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(out), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(out), np.isneginf(ref))
+    finite = np.isfinite(ref)
+    err = np.linalg.norm(out[finite] - ref[finite])
+    assert err <= tol * np.linalg.norm(ref[finite]) + 1e-30
+
+
+def poisoned(rng, inputs, name, value):
+    poisoned = dict(inputs)
+    a = inputs[name].copy()
+    a.reshape(-1)[rng.integers(a.size)] = value
+    poisoned[name] = a
+    return poisoned
+
+
+SPECIALS = [np.nan, np.inf, -np.inf]
+TYPES = [F32, F16, BF16]
+
+
+def run_native(op, inputs, attrs=None):
+    return run_op(op, inputs, attrs)
+
+
+@pytest.mark.parametrize("value", SPECIALS, ids=str)
+@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("name", ["x", "gamma"])
+def test_rms_norm_propagates_nan_and_inf(name, t, value, rng):
+    inputs = {"x": rng.standard_normal((4, 37)).astype(t), "gamma": rng.standard_normal(37).astype(t)}
+    inputs = poisoned(rng, inputs, name, value)
+    y, rstd = run_native("RmsNorm", inputs)
+    ref_y, ref_rstd = rms_norm_oracle(inputs["x"], inputs["gamma"], 1e-6)
+    assert_same_ieee(y, ref_y, TOL[t])
+    assert_same_ieee(rstd, ref_rstd, TOL[F32])
+
+
+@pytest.mark.parametrize("value", SPECIALS, ids=str)
+@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("name", ["dy", "x", "rstd", "gamma"])
+def test_rms_norm_grad_propagates_nan_and_inf(name, t, value, rng):
+    inputs = poisoned(rng, rms_norm_grad_inputs(rng, (4, 37), (37,), t, t), name, value)
+    for out, ref, tol in zip(
+        run_native("RmsNormGrad", inputs), rms_norm_grad_oracle(**inputs), (TOL[t], TOL[F32]), strict=True
+    ):
+        assert_same_ieee(out, ref, tol)
+
+
+@pytest.mark.parametrize("value", SPECIALS, ids=str)
+@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("name", ["x", "cos", "sin"])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_rope_propagates_nan_and_inf(mode, name, t, value, rng):
+    inputs = {
+        "x": rng.standard_normal((2, 3, 5, 32)).astype(t),
+        "cos": rng.standard_normal((1, 1, 5, 32)).astype(t),
+        "sin": rng.standard_normal((1, 1, 5, 32)).astype(t),
+    }
+    inputs = poisoned(rng, inputs, name, value)
+    (y,) = run_native("RotaryPositionEmbedding", inputs, {"mode": mode})
+    assert_same_ieee(y, rope_oracle(**inputs, mode=mode), TOL[t])
+
+
+@pytest.mark.parametrize("value", SPECIALS, ids=str)
+@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("name", ["dy", "cos", "sin", "x"])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_rope_grad_propagates_nan_and_inf(mode, name, t, value, rng):
+    shapes = {"dy": (2, 3, 5, 32), "x": (2, 3, 5, 32), "cos": (1, 1, 5, 32), "sin": (1, 1, 5, 32)}
+    inputs = {n: rng.standard_normal(s).astype(t) for n, s in shapes.items()}
+    inputs = poisoned(rng, inputs, name, value)
+    outputs = run_native("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    refs = rope_grad_oracle(inputs["dy"], inputs["cos"], inputs["sin"], inputs["x"], mode)
+    for out, ref in zip(outputs, refs, strict=True):
+        assert_same_ieee(out, ref, TOL[t])
+
+
+@pytest.mark.parametrize("value", SPECIALS, ids=str)
+@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("name", ["query", "key", "dy", "weights"])
+def test_lightning_indexer_grad_propagates_nan_and_inf(name, t, value, rng):
+    inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, t, np.int32, skip_fraction=0.0)
+    inputs = poisoned(rng, inputs, name, value)
+    attrs = {"head_num": 3, "layout": "BSND", "sparse_mode": 0}
+    outputs = run_native("LightningIndexerGrad", inputs, attrs)
+    refs = lightning_indexer_grad_oracle(**inputs, layout="BSND", sparse_mode=0)
+    for out, ref in zip(outputs, refs, strict=True):
+        assert_same_ieee(out, ref, TOL[t])
+
+
+@pytest.mark.parametrize("value", SPECIALS, ids=str)
+@pytest.mark.parametrize("t", TYPES, ids=str)
+@pytest.mark.parametrize("name", ["query", "key", "weights"])
+def test_lightning_indexer_ranks_nan_scores_last(name, t, value, rng):
+    """A NaN score ranks after every number (ties of NaN to the lower key); infinities rank as
+    numbers."""
+    inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, t, np.int32)
+    inputs = {n: a for n, a in inputs.items() if n in ("query", "key", "weights")}
+    inputs = poisoned(rng, inputs, name, value)
+    indices, values = run_native(
+        "LightningIndexer", inputs, {"layout": "BSND", "sparse_mode": 0, "sparse_count": 9}
+    )
+    q = inputs["query"].astype(np.float64)
+    k = inputs["key"].astype(np.float64)[:, :, 0]
+    w = inputs["weights"].astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scores = np.einsum("bsj,bsjr->bsr", w, np.maximum(np.einsum("bsjd,brd->bsjr", q, k), 0))
+    for b, s in np.ndindex(scores.shape[:2]):
+        row = scores[b, s]
+        numbers = [i for i in np.argsort(-row, kind="stable") if not np.isnan(row[i])]
+        nans = [i for i in range(len(row)) if np.isnan(row[i])]
+        expected = numbers + nans
+        # Ties and near-ties among numbers may order either way after rounding: compare scores.
+        got = indices[b, s]
+        np.testing.assert_array_equal(np.isnan(row[got]), np.isnan(row[expected]))
+        np.testing.assert_array_equal(got[np.isnan(row[got])], expected[len(numbers) :])
+        finite = ~np.isnan(row[got])
+        assert_same_ieee(values[b, s][finite], row[got][finite], TOL[t])
+        ordered = row[got][finite]
+        assert np.all(ordered[:-1] >= ordered[1:] - 1e-5 * np.nanmax(np.abs(np.where(np.isinf(row), 0, row))))
+
+
+# Wrong node shapes ----------------------------------------------------------------------------
+
+
+def small(op):
+    """Small valid float32 inputs and attributes for op."""
+    rng = np.random.default_rng(0)
+    grad = lightning_indexer_grad_inputs(rng, "BSND", 0, F32, np.int32)
+    return {
+        "RmsNorm": ({"x": np.ones((2, 8), F32), "gamma": np.ones(8, F32)}, {}),
+        "RmsNormGrad": (rms_norm_grad_inputs(rng, (2, 8), (8,), F32, F32), {}),
+        "RotaryPositionEmbedding": ({n: np.ones((1, 2, 3, 4), F32) for n in ("x", "cos", "sin")}, {}),
+        "RotaryPositionEmbeddingGrad": (
+            {n: np.ones((1, 2, 3, 4), F32) for n in ("dy", "cos", "sin", "x")},
+            {},
+        ),
+        "LightningIndexer": (
+            {n: grad[n] for n in ("query", "key", "weights")},
+            {"layout": "BSND", "sparse_mode": 0, "sparse_count": 2},
+        ),
+        "LightningIndexerGrad": (grad, {"head_num": 3, "layout": "BSND", "sparse_mode": 0}),
+    }[op]
+
+
+@pytest.mark.parametrize("op", list(OUTPUTS))
+def test_unknown_attribute_is_an_error_naming_it(op):
+    inputs, attrs = small(op)
+    with pytest.raises(Exception) as error:
+        make_session(raw_model(op, inputs, OUTPUTS[op], {**attrs, "epsilon_typo": 1})).run(inputs)
+    assert type(error.value).__module__.startswith("onnxruntime")
+    assert op in str(error.value) and "epsilon_typo" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "op, name, value",
+    [
+        ("RmsNorm", "epsilon", 1),
+        ("RotaryPositionEmbedding", "mode", 1.0),
+        ("RotaryPositionEmbeddingGrad", "mode", "half"),
+        ("LightningIndexer", "layout", 1),
+        ("LightningIndexer", "sparse_count", [2]),
+        ("LightningIndexerGrad", "head_num", 3.0),
+    ],
+)
+def test_attribute_of_the_wrong_type_is_an_error_not_the_default(op, name, value):
+    inputs, attrs = small(op)
+    model = raw_model(op, inputs, OUTPUTS[op], {**attrs, name: value})
+    with pytest.raises(Exception) as error:
+        make_session(model).run(inputs)
+    assert type(error.value).__module__.startswith("onnxruntime")
+    assert op in str(error.value) and f"attribute '{name}' must be" in str(error.value)
+
+
+@pytest.mark.parametrize("op", list(OUTPUTS))
+def test_extra_input_is_an_error(op):
+    inputs, attrs = small(op)
+    extra = {**inputs, **{f"extra{i}": np.ones(1, F32) for i in range(8 - len(inputs))}}
+    node_inputs = list(extra)
+    model = raw_model(op, extra, OUTPUTS[op], attrs)
+    assert list(model.graph.node[0].input) == node_inputs
+    with pytest.raises(Exception) as error:
+        make_session(model).run(extra)
+    assert type(error.value).__module__.startswith("onnxruntime")
+
+
+def test_input_of_an_undeclared_type_is_an_error():
+    inputs, attrs = small("RmsNorm")
+    inputs = {"x": inputs["x"].astype(np.float64), "gamma": inputs["gamma"].astype(np.float64)}
+    with pytest.raises(Exception) as error:
+        make_session(raw_model("RmsNorm", inputs, {"y": np.float64, "rstd": F32})).run(inputs)
+    assert type(error.value).__module__.startswith("onnxruntime") and "RmsNorm" in str(error.value)

@@ -1,0 +1,155 @@
+"""Resources: 10,000 valid and 10,000 failing runs of every op leave the process's resident memory
+where it was; the library keeps no writable global state beyond what its allow-list explains;
+and it unloads cleanly when the last session holding it goes."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from oracles import F32, lightning_indexer_grad_inputs, rms_norm_grad_inputs
+from ort_ascend_ops import get_library_path, make_op_model, make_session
+
+RUNS = 10_000
+MiB = 1 << 20
+
+
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def calls(op):
+    """(valid inputs, failing inputs, attributes) for one dynamic-shape model of op."""
+    rng = np.random.default_rng(3)
+    grad = lightning_indexer_grad_inputs(rng, "TND", 0, F32, np.int32, n1=2, d=16, k=3)
+    hostile = grad["sparse_indices"].copy()
+    hostile[-1, -1] = 2**31 - 1
+    forward = {
+        n: grad[n] for n in ("query", "key", "weights", "actual_seq_lengths_query", "actual_seq_lengths_key")
+    }
+    rope = {n: rng.standard_normal((1, 4, 2, 8)).astype(F32) for n in ("x", "cos", "sin")}
+    norm_grad = rms_norm_grad_inputs(rng, (4, 24), (24,), F32, F32)
+    return {
+        "RmsNorm": (
+            {"x": np.ones((4, 24), F32), "gamma": np.ones(24, F32)},
+            {"x": np.ones((4, 24), F32), "gamma": np.ones(23, F32)},
+            {},
+        ),
+        "RmsNormGrad": (norm_grad, norm_grad | {"rstd": np.ones((5, 1), F32)}, {}),
+        "RotaryPositionEmbedding": (
+            rope,
+            rope | {"cos": rope["cos"][..., :4], "sin": rope["sin"][..., :4]},
+            {},
+        ),
+        "RotaryPositionEmbeddingGrad": (
+            {"dy": rope["x"], "cos": rope["cos"], "sin": rope["sin"], "x": rope["x"]},
+            {"dy": rope["x"], "cos": rope["cos"], "sin": rope["sin"], "x": rope["x"][:, :2]},
+            {"mode": 1},
+        ),
+        "LightningIndexer": (
+            forward,
+            forward | {"actual_seq_lengths_key": np.array([4, 8], np.int64)},
+            {"layout": "TND", "sparse_mode": 0, "sparse_count": 3},
+        ),
+        "LightningIndexerGrad": (
+            grad,
+            grad | {"sparse_indices": hostile},
+            {"head_num": 2, "layout": "TND", "sparse_mode": 0},
+        ),
+    }[op]
+
+
+OPS = [
+    "RmsNorm",
+    "RmsNormGrad",
+    "RotaryPositionEmbedding",
+    "RotaryPositionEmbeddingGrad",
+    "LightningIndexer",
+    "LightningIndexerGrad",
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_ten_thousand_valid_and_failing_runs_keep_memory_flat(op):
+    valid, failing, attrs = calls(op)
+    types = {name: (a.dtype, [None] * a.ndim) for name, a in valid.items()}
+    session = make_session(make_op_model(op, types, attrs), threads=2)
+
+    def both():
+        session.run(valid)
+        try:
+            session.run(failing)
+        except Exception as error:  # noqa: BLE001 - checked: it must be ORT's, naming the op
+            assert op in str(error) and type(error).__module__.startswith("onnxruntime")
+        else:
+            raise AssertionError(f"{op} accepted the failing inputs")
+
+    for _ in range(500):  # arenas, thread pool and exception machinery reach their steady size
+        both()
+    before = rss()
+    for _ in range(RUNS):
+        both()
+    # A leak of 200 bytes per call would show as 4 MiB.
+    assert rss() - before < 4 * MiB
+
+
+# Writable data (.data, .bss) of the library's own code, each with its reason; anything else is
+# mutable global state and fails the test. (Constant tables that hold pointers live in
+# .data.rel.ro, which the loader makes read-only after relocation.)
+ALLOWED_GLOBALS = {
+    # Which kernel paths the CPU takes: computed once by a thread-safe function-local static.
+    r"(guard variable for )?oao::use_avx2\(\)::avx2",
+    # OpenBLAS is set to one thread once per process (std::call_once's flag).
+    r"oao::single_threaded_blas\(\)::once",
+    # The op table every session registering the library shares: built once, then only read.
+    r"(guard variable for )?RegisterCustomOps::library",
+    # The CANN libraries the aclnn backend opened: resolved once, then only read.
+    r"(guard variable for )?oao::acl::Cann::get\(\)::cann",
+    # ORT's C++ API: the OrtApi table the library was registered with.
+    r"Ort::Global<void>::api_",
+}
+
+
+def test_no_mutable_global_state_outside_the_allow_list():
+    table = subprocess.run(
+        ["objdump", "-t", "-C", get_library_path()], check=True, capture_output=True, text=True
+    ).stdout
+    writable = [
+        line.split(None, 5)[-1]
+        for line in table.splitlines()
+        if re.search(r" \.(data|bss)\s", line) and re.search(r"oao::|Ort::|RegisterCustomOps", line)
+    ]
+    assert writable, "objdump listed no symbols: the check would pass vacuously"
+    unexplained = [name for name in writable if not any(re.fullmatch(p, name) for p in ALLOWED_GLOBALS)]
+    assert unexplained == []
+
+
+def test_library_unloads_cleanly_after_its_sessions_go():
+    script = textwrap.dedent(
+        """
+        import gc
+        import os
+        import numpy as np
+        from ort_ascend_ops import make_op_model, make_session, get_library_path
+
+        def loaded():
+            with open("/proc/self/maps") as maps:
+                return os.path.realpath(get_library_path()) in maps.read()
+
+        types = {"x": (np.float32, [None, None]), "gamma": (np.float32, [None])}
+        session = make_session(make_op_model("RmsNorm", types))
+        session.run({"x": np.ones((2, 8), np.float32), "gamma": np.ones(8, np.float32)})
+        assert loaded()
+        del session
+        gc.collect()
+        print("unloaded" if not loaded() else "still mapped")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "unloaded", result.stdout + result.stderr

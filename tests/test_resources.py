@@ -129,7 +129,7 @@ def test_no_mutable_global_state_outside_the_allow_list():
     assert unexplained == []
 
 
-def test_library_unloads_cleanly_after_its_sessions_go():
+def test_library_unloads_cleanly_after_its_sessions_go(tmp_path):
     script = textwrap.dedent(
         """
         import gc
@@ -150,6 +150,7 @@ def test_library_unloads_cleanly_after_its_sessions_go():
         print("unloaded" if not loaded() else "still mapped")
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=os.environ)
+    # Outside the checkout, so that "-c" imports the package the tests run against.
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "unloaded", result.stdout + result.stderr

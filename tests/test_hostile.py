@@ -163,17 +163,13 @@ SPECIALS = [np.nan, np.inf, -np.inf]
 TYPES = [F32, F16, BF16]
 
 
-def run_native(op, inputs, attrs=None):
-    return run_op(op, inputs, attrs)
-
-
 @pytest.mark.parametrize("value", SPECIALS, ids=str)
 @pytest.mark.parametrize("t", TYPES, ids=str)
 @pytest.mark.parametrize("name", ["x", "gamma"])
 def test_rms_norm_propagates_nan_and_inf(name, t, value, rng):
     inputs = {"x": rng.standard_normal((4, 37)).astype(t), "gamma": rng.standard_normal(37).astype(t)}
     inputs = poisoned(rng, inputs, name, value)
-    y, rstd = run_native("RmsNorm", inputs)
+    y, rstd = run_op("RmsNorm", inputs)
     ref_y, ref_rstd = rms_norm_oracle(inputs["x"], inputs["gamma"], 1e-6)
     assert_same_ieee(y, ref_y, TOL[t])
     assert_same_ieee(rstd, ref_rstd, TOL[F32])
@@ -185,7 +181,7 @@ def test_rms_norm_propagates_nan_and_inf(name, t, value, rng):
 def test_rms_norm_grad_propagates_nan_and_inf(name, t, value, rng):
     inputs = poisoned(rng, rms_norm_grad_inputs(rng, (4, 37), (37,), t, t), name, value)
     for out, ref, tol in zip(
-        run_native("RmsNormGrad", inputs), rms_norm_grad_oracle(**inputs), (TOL[t], TOL[F32]), strict=True
+        run_op("RmsNormGrad", inputs), rms_norm_grad_oracle(**inputs), (TOL[t], TOL[F32]), strict=True
     ):
         assert_same_ieee(out, ref, tol)
 
@@ -201,7 +197,7 @@ def test_rope_propagates_nan_and_inf(mode, name, t, value, rng):
         "sin": rng.standard_normal((1, 1, 5, 32)).astype(t),
     }
     inputs = poisoned(rng, inputs, name, value)
-    (y,) = run_native("RotaryPositionEmbedding", inputs, {"mode": mode})
+    (y,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode})
     assert_same_ieee(y, rope_oracle(**inputs, mode=mode), TOL[t])
 
 
@@ -213,7 +209,7 @@ def test_rope_grad_propagates_nan_and_inf(mode, name, t, value, rng):
     shapes = {"dy": (2, 3, 5, 32), "x": (2, 3, 5, 32), "cos": (1, 1, 5, 32), "sin": (1, 1, 5, 32)}
     inputs = {n: rng.standard_normal(s).astype(t) for n, s in shapes.items()}
     inputs = poisoned(rng, inputs, name, value)
-    outputs = run_native("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    outputs = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     refs = rope_grad_oracle(inputs["dy"], inputs["cos"], inputs["sin"], inputs["x"], mode)
     for out, ref in zip(outputs, refs, strict=True):
         assert_same_ieee(out, ref, TOL[t])
@@ -226,7 +222,7 @@ def test_lightning_indexer_grad_propagates_nan_and_inf(name, t, value, rng):
     inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, t, np.int32, skip_fraction=0.0)
     inputs = poisoned(rng, inputs, name, value)
     attrs = {"head_num": 3, "layout": "BSND", "sparse_mode": 0}
-    outputs = run_native("LightningIndexerGrad", inputs, attrs)
+    outputs = run_op("LightningIndexerGrad", inputs, attrs)
     refs = lightning_indexer_grad_oracle(**inputs, layout="BSND", sparse_mode=0)
     for out, ref in zip(outputs, refs, strict=True):
         assert_same_ieee(out, ref, TOL[t])
@@ -241,7 +237,7 @@ def test_lightning_indexer_ranks_nan_scores_last(name, t, value, rng):
     inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, t, np.int32)
     inputs = {n: a for n, a in inputs.items() if n in ("query", "key", "weights")}
     inputs = poisoned(rng, inputs, name, value)
-    indices, values = run_native(
+    indices, values = run_op(
         "LightningIndexer", inputs, {"layout": "BSND", "sparse_mode": 0, "sparse_count": 9}
     )
     q = inputs["query"].astype(np.float64)

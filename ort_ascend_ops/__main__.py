@@ -9,10 +9,11 @@ import sys
 
 
 def _bench(args: argparse.Namespace) -> int:
-    if "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
+    if args.from_command_line and "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
         # NumPy's OpenBLAS workers spin ~0.1 s after each multi-threaded sgemm of the roof and take
         # a core from the kernel timed next (measured 1.2x slower). OpenBLAS reads the timeout only
-        # when it loads, which NumPy has done by now: run again with the shortest one.
+        # when it loads, which NumPy has done by now: run again with the shortest one. (Only as a
+        # command: main() called from Python must not replace its caller's process.)
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
         os.execv(sys.executable, [sys.executable, "-m", "ort_ascend_ops", *args.argv])
     from .bench import ALIASES, BENCHES, suite
@@ -98,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.from_command_line = argv is None
     return args.func(args)
 
 

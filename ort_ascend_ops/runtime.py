@@ -4,6 +4,7 @@ and out for every dtype, bfloat16 included (ONNX Runtime's Python API has no Num
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -99,12 +100,13 @@ def session_options(*, threads: int | None = None, native: bool = True) -> ort.S
     return options
 
 
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
+def _nodes(nodes: Sequence[onnx.NodeProto]):
+    """The nodes and, depth first, those of their subgraphs (If, Loop, Scan bodies)."""
+    for node in nodes:
+        yield node
         for attr in node.attribute:
             for sub in [attr.g] if attr.HasField("g") else attr.graphs:
-                yield from _graphs(sub)
+                yield from _nodes(sub.node)
 
 
 def check_attributes(model: onnx.ModelProto) -> None:
@@ -112,8 +114,7 @@ def check_attributes(model: onnx.ModelProto) -> None:
     have (a misspelt ``epsilon``, say): ORT's C API gives custom kernels no way to list a node's
     attributes, so the library alone would ignore it."""
     specs = load_op_specs()
-    nodes = [n for g in _graphs(model.graph) for n in g.node] + [n for f in model.functions for n in f.node]
-    for node in nodes:
+    for node in itertools.chain(_nodes(model.graph.node), *(_nodes(f.node) for f in model.functions)):
         if node.domain != DOMAIN or node.op_type not in specs:
             continue
         known = {a.name for a in specs[node.op_type].attributes}

@@ -31,7 +31,7 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
                        const Parallel& parallel) {
   const int64_t key_rows = spans.key_rows();
   std::vector<float> key_f(key_rows * d);
-  for (int64_t i = 0; i < key_rows * d; ++i) key_f[i] = to_float(key[i]);
+  to_float32(key, key_rows * d, key_f.data());
   const std::vector<int64_t> batch = spans.batch_of_tokens();
 
   // Tasks take runs of tokens and reuse their buffers (zero-filling and faulting in megabytes per
@@ -52,7 +52,7 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
       const int64_t cols = allowed_keys(spans, b, first + count - 1 - spans.query_begin(b), sparse_mode);
       q.resize(count * n1 * d);
       if (static_cast<int64_t>(scores.size()) < count * n1 * cols) scores.resize(count * n1 * cols);
-      for (int64_t i = 0; i < count * n1 * d; ++i) q[i] = to_float(query[first * n1 * d + i]);
+      to_float32(query + first * n1 * d, count * n1 * d, q.data());
       gemm(false, true, count * n1, cols, d, q.data(), key_f.data() + spans.key_begin(b) * d, scores.data());
 
       for (int64_t t = first; t < first + count; ++t) {

@@ -1,5 +1,7 @@
 #include "kernels/rope_pairs.h"
 
+#include <algorithm>
+
 namespace oao {
 
 RopeRows::RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape) {
@@ -30,12 +32,30 @@ int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
   return row;
 }
 
+std::vector<std::pair<int64_t, int64_t>> RopeRows::runs(int64_t begin, int64_t end) const {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t m = begin; m < end; ++m) {
+    const int64_t offset = dy_row(0, m);
+    if (!runs.empty() && runs.back().first + runs.back().second == offset) {
+      ++runs.back().second;
+    } else {
+      runs.emplace_back(offset, 1);
+    }
+  }
+  return runs;
+}
+
 RopeSplit::RopeSplit(const RopeRows& rows, bool sums) {
   constexpr int64_t kTasks = 64;
   groups = std::min(rows.cos_rows(), kTasks);
   const int64_t for_threads = groups == 0 ? 1 : (kTasks + groups - 1) / groups;
   chunks = std::max(for_threads, sums ? 1 : rows.outer_per_cos_row());
   chunks = std::max<int64_t>(1, std::min(rows.per_cos_row(), chunks));
+}
+
+int64_t cos_rows_per_block(int64_t bytes_per_cos_row) {
+  constexpr int64_t kBlockBytes = 256 << 10;
+  return std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(1, bytes_per_cos_row));
 }
 
 }  // namespace oao

@@ -1,7 +1,6 @@
 #include "kernels/rotary_position_embedding.h"
 
 #include <algorithm>
-#include <utility>
 #include <vector>
 
 #include "kernels/rope_pairs.h"
@@ -99,30 +98,16 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
   const RopeRows rows(x_shape, cos_shape);
   const PairPositions pos{static_cast<RopeMode>(mode), x_shape.back()};
   if (pos.d == 0) return;
-  const RopeSplit split(rows, 0);
+  const RopeSplit split(rows, false);
   const bool stream = use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
   const auto row_fn = pick_row_fn<T>(pos, stream);
-  // As in the grad: a task takes its cos rows a block at a time (their cos/sin in pair order kept
-  // in L2) and, for each run of its rows that follow each other in memory, goes through the whole
-  // block, so that in BSND with a 1S1D table it streams through long stretches of each batch
-  // instead of hopping between the B batches at every position (4x4096x32x128 on one thread:
-  // 38 -> 27 ms in float32, 33 -> 22 ms in bfloat16).
-  constexpr int64_t kBlockBytes = 256 << 10;
-  const int64_t block = std::max<int64_t>(1, kBlockBytes / (2 * pos.d * static_cast<int64_t>(sizeof(float))));
+  // As in the grad: cos rows a block at a time, each run of rows through the whole block.
+  const int64_t block = cos_rows_per_block(2 * pos.d * static_cast<int64_t>(sizeof(float)));
   parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
     const int64_t group = static_cast<int64_t>(task) / split.chunks,
                   chunk = static_cast<int64_t>(task) % split.chunks;
-    // The chunk's rows of one cos row as runs of consecutive rows: (offset in elements, rows).
-    std::vector<std::pair<int64_t, int64_t>> runs;
-    for (int64_t m = block_begin(chunk, split.chunks, rows.per_cos_row());
-         m < block_begin(chunk + 1, split.chunks, rows.per_cos_row()); ++m) {
-      const int64_t offset = rows.dy_row(0, m) * pos.d;
-      if (!runs.empty() && runs.back().first + runs.back().second * pos.d == offset) {
-        ++runs.back().second;
-      } else {
-        runs.emplace_back(offset, 1);
-      }
-    }
+    const auto runs = rows.runs(block_begin(chunk, split.chunks, rows.per_cos_row()),
+                                block_begin(chunk + 1, split.chunks, rows.per_cos_row()));
     const int64_t c_begin = block_begin(group, split.groups, rows.cos_rows()),
                   c_end = block_begin(group + 1, split.groups, rows.cos_rows());
     std::vector<CosSin> tables(std::min(block, c_end - c_begin), CosSin(pos.d / 2));
@@ -131,7 +116,7 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
       for (int64_t j = 0; j < n; ++j) tables[j].load(pos, cos + (c0 + j) * pos.d, sin + (c0 + j) * pos.d);
       for (const auto& [offset, count] : runs) {
         for (int64_t j = 0; j < n; ++j) {
-          const int64_t r = rows.dy_row(c0 + j, 0) * pos.d + offset;
+          const int64_t r = (rows.dy_row(c0 + j, 0) + offset) * pos.d;
           for (int64_t i = 0; i < count; ++i) row_fn(pos, x + r + i * pos.d, y + r + i * pos.d, tables[j]);
         }
       }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <memory>
 #include <type_traits>
-#include <utility>
 
 #include "kernels/rope_pairs.h"
 #include "kernels/row.h"
@@ -255,32 +254,18 @@ void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T*
   const RopeSplit split(rows, kHasX);
   const bool stream = use_streaming(dx, rows.cos_rows() * rows.per_cos_row(), d);
   const auto loops = pick_loops<kHasX, T>(pos, stream);
-  // A task takes its cos rows a block at a time, their PairRows (floats per cos row) kept together
-  // in L2, and for each run of its dy rows goes through the block's cos rows: in BSND with a 1S1D
-  // table, that walks B streams of dy, x and dx, each for a block of S positions at a time, and the
-  // longer those stretches the closer the hardware prefetchers bring a core to copy bandwidth (with
-  // x, 8 cos rows at a time measured 5-15% slower than 64).
-  constexpr int64_t kBlockBytes = 256 << 10;
+  // A task takes its cos rows a block at a time (their PairRows kept together in L2), and walks each
+  // run of its dy rows through the whole block (see cos_rows_per_block).
   const int64_t floats = (kHasX ? 8 : 4) * pairs;
-  const int64_t block = std::max<int64_t>(1, kBlockBytes / (floats * static_cast<int64_t>(sizeof(float))));
+  const int64_t block = cos_rows_per_block(floats * static_cast<int64_t>(sizeof(float)));
   // With several chunks per cos row, each chunk's dcos/dsin go to its own slice, summed below.
   std::vector<float> partial(kHasX && split.chunks > 1 ? 2 * split.chunks * rows.cos_rows() * d : 0);
 
   parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
     const int64_t group = static_cast<int64_t>(task) / split.chunks,
                   chunk = static_cast<int64_t>(task) % split.chunks;
-    // The chunk's dy rows of one cos row, in m order, as runs of rows that follow each other in
-    // memory: (offset from the cos row's first dy row, in elements; rows).
-    std::vector<std::pair<int64_t, int64_t>> runs;
-    for (int64_t m = block_begin(chunk, split.chunks, rows.per_cos_row());
-         m < block_begin(chunk + 1, split.chunks, rows.per_cos_row()); ++m) {
-      const int64_t offset = rows.dy_row(0, m) * d;
-      if (!runs.empty() && runs.back().first + runs.back().second * d == offset) {
-        ++runs.back().second;
-      } else {
-        runs.emplace_back(offset, 1);
-      }
-    }
+    const auto runs = rows.runs(block_begin(chunk, split.chunks, rows.per_cos_row()),
+                                block_begin(chunk + 1, split.chunks, rows.per_cos_row()));
     const int64_t c_begin = block_begin(group, split.groups, rows.cos_rows()),
                   c_end = block_begin(group + 1, split.groups, rows.cos_rows());
     // Left uninitialized: every block fills what it uses.
@@ -296,7 +281,7 @@ void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T*
       }
       for (const auto& [offset, count] : runs) {
         for (int64_t j = 0; j < n; ++j) {
-          const int64_t r = rows.dy_row(c0 + j, 0) * d + offset;
+          const int64_t r = (rows.dy_row(c0 + j, 0) + offset) * d;
           loops.rows(pos, Rows<T>{dy + r, kHasX ? x + r : nullptr, dx + r, count}, pair_row(j));
         }
       }

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from aclnn_checks import run_aclnn
+from memory import assert_memory_flat
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 import ort_ascend_ops
@@ -73,15 +74,8 @@ def test_ten_thousand_failing_calls_leak_nothing(inputs, emulator):
             with pytest.raises((InvalidArgument, RuntimeException, Fail)):
                 session.run(inputs)
 
-    def resident_bytes():
-        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-    fail_calls(1000)  # allocator pools and caches settle
-    before = resident_bytes()
-    fail_calls(10_000)
-    growth = resident_bytes() - before
+    assert_memory_flat(lambda: fail_calls(1000), calls_per_block=1000)
     assert (emulator.aclemu_live_tensors(), emulator.aclemu_live_executors()) == (0, 0)
-    assert growth < 4 << 20, f"resident memory grew {growth / 2**20:.1f} MiB over 10,000 failing calls"
     emulator.aclemu_reset()
     dx, _ = session.run(inputs)
     assert_close(dx, rms_norm_grad_oracle(**inputs)[0], TOL[F16])

@@ -1,8 +1,9 @@
-"""Resources: 10,000 valid and 10,000 failing runs of every op leave the process's resident memory
-where it was; the library keeps no writable global state beyond what its allow-list explains;
+"""Resources: memory does not grow over 10,000 valid and 10,000 failing runs of every op; the library keeps no writable global state beyond what its allow-list explains;
 and it unloads cleanly when the last session holding it goes."""
 
-import os
+import ctypes
+import itertools
+import mmap
 import re
 import subprocess
 import sys
@@ -10,17 +11,12 @@ import textwrap
 
 import numpy as np
 import pytest
+from memory import assert_memory_flat
 
 from oracles import F32, lightning_indexer_grad_inputs, rms_norm_grad_inputs
 from ort_ascend_ops import get_library_path, make_op_model, make_session
 
 RUNS = 10_000
-MiB = 1 << 20
-
-
-def rss():
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def calls(op):
@@ -89,13 +85,11 @@ def test_ten_thousand_valid_and_failing_runs_keep_memory_flat(op):
         else:
             raise AssertionError(f"{op} accepted the failing inputs")
 
-    for _ in range(500):  # arenas, thread pool and exception machinery reach their steady size
-        both()
-    before = rss()
-    for _ in range(RUNS):
-        both()
-    # A leak of 200 bytes per call would show as 4 MiB.
-    assert rss() - before < 4 * MiB
+    def block():
+        for _ in range(RUNS // 10):
+            both()
+
+    assert_memory_flat(block, calls_per_block=2 * RUNS // 10)
 
 
 # Writable data (.data, .bss) of the library's own code, each with its reason; anything else is
@@ -154,3 +148,42 @@ def test_library_unloads_cleanly_after_its_sessions_go(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "unloaded", result.stdout + result.stderr
+
+
+PAGE = 4096
+
+
+@pytest.mark.parametrize("where", ["malloc", "python objects", "mapped pages"])
+def test_the_memory_check_catches_a_leak(where):
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    kept = []
+    counter = itertools.count()
+
+    def map_a_page_every_8_calls():  # 512 bytes per call
+        if next(counter) % 8 == 0:
+            page = libc.mmap(
+                None, PAGE, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0
+            )
+            ctypes.memset(page, 1, PAGE)
+
+    leak, message = {
+        "malloc": (lambda: kept.append(libc.malloc(128)), "in-use bytes"),  # 128 bytes per call
+        "python objects": (lambda: kept.append(bytes(95)), "Python kept"),  # one object per call
+        "mapped pages": (map_a_page_every_8_calls, "resident memory"),
+    }[where]
+
+    def block():
+        for _ in range(2 * RUNS // 10):
+            leak()
+
+    with pytest.raises(AssertionError, match=message):
+        assert_memory_flat(block, calls_per_block=2 * RUNS // 10)

@@ -4,6 +4,7 @@ import numpy as np
 from onnx import helper
 
 from ort_ascend_ops import function_protos, make_op_model, make_session
+from ort_ascend_ops.runtime import ortvalue_view
 
 
 def run_op(op_name, inputs, attrs=None, *, native=True, threads=None):
@@ -45,3 +46,30 @@ def run_raw(op_name, inputs, outputs, attrs=None):
 def bits(a):
     """The array's raw bytes, for bit-for-bit comparisons of any dtype."""
     return np.ascontiguousarray(a).view(np.uint8).tobytes()
+
+
+def placed(array, offset):
+    """A copy of ``array`` that starts ``offset`` bytes into a 4 KiB page."""
+    buffer = np.empty(array.nbytes + 8192, np.uint8)
+    start = (offset - buffer.ctypes.data) % 4096
+    copy = buffer[start : start + array.nbytes].view(array.dtype).reshape(array.shape)
+    copy[...] = array
+    return copy
+
+
+def run_placed(op_name, inputs, attrs, outputs, input_offset, output_offset):
+    """Outputs of ``op_name`` with every input starting ``input_offset`` bytes into a page and
+    every output (``outputs``: name -> (dtype, shape)) ``output_offset`` bytes in."""
+    types = {name: (a.dtype, [None] * a.ndim) for name, a in inputs.items()}
+    session = make_session(make_op_model(op_name, types, attrs)).ort
+    binding = session.io_binding()
+    feeds = {name: placed(a, input_offset) for name, a in inputs.items()}
+    results = {
+        name: placed(np.zeros(shape, dtype), output_offset) for name, (dtype, shape) in outputs.items()
+    }
+    for name, array in feeds.items():
+        binding.bind_ortvalue_input(name, ortvalue_view(array))
+    for name, array in results.items():
+        binding.bind_ortvalue_output(name, ortvalue_view(array))
+    session.run_with_iobinding(binding)
+    return list(results.values())

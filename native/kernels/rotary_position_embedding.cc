@@ -9,84 +9,83 @@
 namespace oao {
 namespace {
 
-// cos and sin of one cos row in pair order, float32.
+// One cos row's cos and sin in pair order (the order of the row loop's loads), float32.
 struct CosSin {
   explicit CosSin(int64_t pairs) : data(4 * pairs), pairs(pairs) {}
+  float* cos_a() { return data.data(); }
+  float* cos_b() { return data.data() + pairs; }
+  float* sin_a() { return data.data() + 2 * pairs; }
+  float* sin_b() { return data.data() + 3 * pairs; }
   const float* cos_a() const { return data.data(); }
   const float* cos_b() const { return data.data() + pairs; }
   const float* sin_a() const { return data.data() + 2 * pairs; }
   const float* sin_b() const { return data.data() + 3 * pairs; }
 
-  template <class T>
-  void load(const PairPositions& pos, const T* cos, const T* sin) {
-    for (int64_t p = 0; p < pairs; ++p) {
-      data[p] = to_float(cos[pos.a(p)]);
-      data[pairs + p] = to_float(cos[pos.b(p)]);
-      data[2 * pairs + p] = to_float(sin[pos.a(p)]);
-      data[3 * pairs + p] = to_float(sin[pos.b(p)]);
-    }
-  }
-
   std::vector<float> data;
   int64_t pairs;
 };
 
+// `count` rows of x that read one cos row and follow each other in memory, into y:
 // y[a] = x[xa] cos[a] - x[xb] sin[a], y[b] = x[xb] cos[b] + x[xa] sin[b].
 template <class T>
-void row_baseline(const PairPositions& pos, const T* x, T* y, const CosSin& cs) {
-  for (int64_t p = 0; p < cs.pairs; ++p) {
-    const float xa = to_float(x[pos.xa(p)]), xb = to_float(x[pos.xb(p)]);
-    y[pos.a(p)] = from_float<T>(xa * cs.cos_a()[p] - xb * cs.sin_a()[p]);
-    y[pos.b(p)] = from_float<T>(xb * cs.cos_b()[p] + xa * cs.sin_b()[p]);
+void rows_baseline(const PairPositions& pos, const T* x, T* y, int64_t count, const CosSin& cs) {
+  for (int64_t i = 0; i < count; ++i, x += pos.d, y += pos.d) {
+    for (int64_t p = 0; p < cs.pairs; ++p) {
+      const float xa = to_float(x[pos.xa(p)]), xb = to_float(x[pos.xb(p)]);
+      y[pos.a(p)] = from_float<T>(xa * cs.cos_a()[p] - xb * cs.sin_a()[p]);
+      y[pos.b(p)] = from_float<T>(xb * cs.cos_b()[p] + xa * cs.sin_b()[p]);
+    }
   }
 }
 
-// 8 pairs at a time: y (like dy in the grad) is split except in mode 1; x is split in modes 0, 2.
-template <bool kStream, bool kSplitY, bool kSplitX, class T>
-__attribute__((target("avx2,fma,f16c"))) void row_avx2(const PairPositions& pos, const T* x, T* y,
-                                                       const CosSin& cs) {
+// The same with AVX2, run by run as in the grad: y takes layout kY (and cos and sin with it),
+// x takes kX.
+template <Layout kY, Layout kX, bool kStream, class T>
+__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const PairPositions& pos, const T* x, T* y,
+                                                        int64_t count, const CosSin& cs) {
+  constexpr int kV = kVectors<kY>;
   const int64_t offset = pos.offset();
-  for (int64_t p = 0; p < cs.pairs; p += 8) {
-    const int64_t a = pos.a(p);
-    __m256 xa, xb;
-    if constexpr (kSplitX) {
-      load_split(x, a, offset, xa, xb);
-    } else {
-      load_interleaved(x, p, xa, xb);
-    }
-    const __m256 ya = _mm256_sub_ps(_mm256_mul_ps(xa, _mm256_loadu_ps(cs.cos_a() + p)),
-                                    _mm256_mul_ps(xb, _mm256_loadu_ps(cs.sin_a() + p)));
-    const __m256 yb = _mm256_add_ps(_mm256_mul_ps(xb, _mm256_loadu_ps(cs.cos_b() + p)),
-                                    _mm256_mul_ps(xa, _mm256_loadu_ps(cs.sin_b() + p)));
-    if constexpr (kSplitY) {
-      store_split<kStream>(y, a, offset, ya, yb);
-    } else {
-      store_interleaved<kStream>(y, p, ya, yb);
+  const bool descending = kMayDescend<kX, kY, T> && store_runs_ahead(y, x);
+  const int64_t first = descending ? offset - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t run = 0; run < cs.pairs; run += offset) {
+      const T* x_run = x + i * pos.d + pos.xa(run);
+      T* y_run = y + i * pos.d + pos.a(run);
+      for (int64_t j = first; j >= 0 && j < offset; j += step) {
+        __m256 xa[kV], xb[kV], ya[kV], yb[kV];
+        load_run<kX>(x_run, offset, j, xa, xb);
+        for (int v = 0; v < kV; ++v) {
+          const int64_t q = run + j + 8 * v;
+          ya[v] = _mm256_sub_ps(_mm256_mul_ps(xa[v], _mm256_loadu_ps(cs.cos_a() + q)),
+                                _mm256_mul_ps(xb[v], _mm256_loadu_ps(cs.sin_a() + q)));
+          yb[v] = _mm256_add_ps(_mm256_mul_ps(xb[v], _mm256_loadu_ps(cs.cos_b() + q)),
+                                _mm256_mul_ps(xa[v], _mm256_loadu_ps(cs.sin_b() + q)));
+        }
+        store_run<kY, kStream>(y_run, offset, j, ya, yb);
+      }
     }
   }
 }
 
+// The row loop and the table load of one path, in the same pair order.
 template <class T>
-using RowFn = void (*)(const PairPositions&, const T*, T*, const CosSin&);
+struct Loops {
+  void (*rows)(const PairPositions&, const T*, T*, int64_t, const CosSin&);
+  void (*load_pairs)(const PairPositions&, const T*, float*, float*);
+};
 
 template <bool kStream, class T>
-RowFn<T> pick_avx2_row_fn(const PairPositions& pos) {
-  switch (pos.mode) {
-    case RopeMode::kHalf:
-    case RopeMode::kQuarter:
-      return row_avx2<kStream, true, true, T>;
-    case RopeMode::kInterleave:
-      return row_avx2<kStream, false, false, T>;
-    case RopeMode::kInterleaveHalf:
-      break;
-  }
-  return row_avx2<kStream, true, false, T>;
+Loops<T> pick_avx2_loops(const PairPositions& pos) {
+  return visit_layouts<T>(pos, [](auto y, auto x) {
+    return Loops<T>{rows_avx2<decltype(y)::value, decltype(x)::value, kStream, T>,
+                    load_pairs_avx2<decltype(y)::value, T>};
+  });
 }
 
 template <class T>
-RowFn<T> pick_row_fn(const PairPositions& pos, bool stream) {
-  if (!use_avx2() || !pos.vectorizable()) return row_baseline<T>;
-  return stream ? pick_avx2_row_fn<true, T>(pos) : pick_avx2_row_fn<false, T>(pos);
+Loops<T> pick_loops(const PairPositions& pos, bool stream) {
+  if (!use_avx2() || !pos.vectorizable()) return {rows_baseline<T>, load_pairs_baseline<T>};
+  return stream ? pick_avx2_loops<true, T>(pos) : pick_avx2_loops<false, T>(pos);
 }
 
 }  // namespace
@@ -100,7 +99,7 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
   if (pos.d == 0) return;
   const RopeSplit split(rows, false);
   const bool stream = use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
-  const auto row_fn = pick_row_fn<T>(pos, stream);
+  const auto loops = pick_loops<T>(pos, stream);
   // As in the grad: cos rows a block at a time, each run of rows through the whole block.
   const int64_t block = cos_rows_per_block(2 * pos.d * static_cast<int64_t>(sizeof(float)));
   parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
@@ -113,11 +112,14 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
     std::vector<CosSin> tables(std::min(block, c_end - c_begin), CosSin(pos.d / 2));
     for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
       const int64_t n = std::min(block, c_end - c0);
-      for (int64_t j = 0; j < n; ++j) tables[j].load(pos, cos + (c0 + j) * pos.d, sin + (c0 + j) * pos.d);
+      for (int64_t j = 0; j < n; ++j) {
+        loops.load_pairs(pos, cos + (c0 + j) * pos.d, tables[j].cos_a(), tables[j].cos_b());
+        loops.load_pairs(pos, sin + (c0 + j) * pos.d, tables[j].sin_a(), tables[j].sin_b());
+      }
       for (const auto& [offset, count] : runs) {
         for (int64_t j = 0; j < n; ++j) {
           const int64_t r = (rows.dy_row(c0 + j, 0) + offset) * pos.d;
-          for (int64_t i = 0; i < count; ++i) row_fn(pos, x + r + i * pos.d, y + r + i * pos.d, tables[j]);
+          loops.rows(pos, x + r, y + r, count, tables[j]);
         }
       }
     }

@@ -59,55 +59,12 @@ void grad_rows_baseline(const PairPositions& pos, const Rows<T>& rows, const Pai
   }
 }
 
-// A cos row into pair order, and sums back.
-template <class T>
-void load_pairs_baseline(const PairPositions& pos, const T* row, float* a, float* b) {
-  for (int64_t p = 0; p < pos.d / 2; ++p) {
-    a[p] = to_float(row[pos.a(p)]);
-    b[p] = to_float(row[pos.b(p)]);
-  }
-}
+// Sums back from pair order into a row.
 template <class T>
 void store_pairs_baseline(const PairPositions& pos, const float* a, const float* b, T* row) {
   for (int64_t p = 0; p < pos.d / 2; ++p) {
     row[pos.a(p)] = from_float<T>(a[p]);
     row[pos.b(p)] = from_float<T>(b[p]);
-  }
-}
-
-// How the AVX2 loops take pairs from a row: split into runs of a's and b's, 8 pairs a vector;
-// interleaved; or, for bfloat16, split with 16 pairs as two vectors in lane order (even pairs, then
-// odd ones: see load16), which widens and narrows with half the instructions of 8 at a time (the
-// bfloat16 loops run close to the memory's pace, so their instruction count shows). The float
-// arrays of a PairRow hold pairs in the order the row's loads give them.
-enum class Layout { kSplit, kInterleaved, kSplitLanes };
-
-template <Layout kLayout>
-inline constexpr int kVectors = kLayout == Layout::kSplitLanes ? 2 : 1;
-
-// Pairs j .. j + 8 kVectors of the run of offset() pairs whose first a is at `row`: their a's
-// follow each other in a split row (their b's `offset` later), the pairs themselves in an
-// interleaved one.
-template <Layout kLayout, class T>
-OAO_AVX2 void load_run(const T* row, int64_t offset, int64_t j, __m256* va, __m256* vb) {
-  if constexpr (kLayout == Layout::kSplit) {
-    load_split(row, j, offset, va[0], vb[0]);
-  } else if constexpr (kLayout == Layout::kInterleaved) {
-    load_interleaved(row, j, va[0], vb[0]);
-  } else {
-    load16(row + j, va[0], va[1]);
-    load16(row + j + offset, vb[0], vb[1]);
-  }
-}
-template <Layout kLayout, bool kStream, class T>
-OAO_AVX2 void store_run(T* row, int64_t offset, int64_t j, const __m256* va, const __m256* vb) {
-  if constexpr (kLayout == Layout::kSplit) {
-    store_split<kStream>(row, j, offset, va[0], vb[0]);
-  } else if constexpr (kLayout == Layout::kInterleaved) {
-    store_interleaved<kStream>(row, j, va[0], vb[0]);
-  } else {
-    store16<kStream>(row + j, va[0], va[1]);
-    store16<kStream>(row + j + offset, vb[0], vb[1]);
   }
 }
 
@@ -132,6 +89,12 @@ __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions
   constexpr int kV = kVectors<kDy>;
   constexpr int64_t kPrefetchBytes = 512, kLine = 64;
   const int64_t offset = pos.offset(), row_bytes = pos.d * static_cast<int64_t>(sizeof(T));
+  // Each run from its last pairs down where dx runs ahead of dy or x and both allow it (x is read in
+  // dx's layout); a step's order does not change what the sums add, row after row.
+  constexpr bool kMay = kMayDescend<kDy, kX, T> && (!kHasX || kMayDescend<kX, kX, T>);
+  const bool descending =
+      kMay && (store_runs_ahead(rows.dx, rows.dy) || (kHasX && store_runs_ahead(rows.dx, rows.x)));
+  const int64_t first = descending ? offset - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
   for (int64_t i = 0; i < rows.count; ++i) {
     if constexpr (kHasX) {
       // Prefetches never fault, so those past the last row need no check.
@@ -150,7 +113,7 @@ __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions
       const float *sin_a = pr.sin_a() + run, *sin_b = pr.sin_b() + run;
       float *dcos_a = pr.dcos_a() + run, *dcos_b = pr.dcos_b() + run;
       float *dsin_a = pr.dsin_a() + run, *dsin_b = pr.dsin_b() + run;
-      for (int64_t j = 0; j < offset; j += 8 * kV) {
+      for (int64_t j = first; j >= 0 && j < offset; j += step) {
         // Every load of the step comes before its stores: dx often sits at the same offset within
         // a 4 KiB page as dy and x, and a load behind a pending store to such an address stalls.
         __m256 dya[kV], dyb[kV], xa[kV], xb[kV], dxa[kV], dxb[kV];
@@ -175,22 +138,6 @@ __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions
   }
 }
 
-template <Layout kLayout, class T>
-__attribute__((target("avx2,fma,f16c"))) void load_pairs_avx2(const PairPositions& pos, const T* row,
-                                                              float* a, float* b) {
-  constexpr int kV = kVectors<kLayout>;
-  const int64_t offset = pos.offset();
-  for (int64_t run = 0; run < pos.d / 2; run += offset) {
-    for (int64_t j = 0; j < offset; j += 8 * kV) {
-      __m256 va[kV], vb[kV];
-      load_run<kLayout>(row + pos.a(run), offset, j, va, vb);
-      for (int v = 0; v < kV; ++v) {
-        _mm256_storeu_ps(a + run + j + 8 * v, va[v]);
-        _mm256_storeu_ps(b + run + j + 8 * v, vb[v]);
-      }
-    }
-  }
-}
 template <Layout kLayout, class T>
 __attribute__((target("avx2,fma,f16c"))) void store_pairs_avx2(const PairPositions& pos, const float* a,
                                                                const float* b, T* row) {
@@ -221,22 +168,11 @@ Loops<kHasX, T> avx2_loops() {
   return {grad_rows_avx2<kDy, kX, kStream, kHasX, T>, load_pairs_avx2<kDy, T>, store_pairs_avx2<kDy, T>};
 }
 
-// dy is split except in mode 1; x and dx are split in modes 0 and 2.
 template <bool kStream, bool kHasX, class T>
 Loops<kHasX, T> pick_avx2_loops(const PairPositions& pos) {
-  switch (pos.mode) {
-    case RopeMode::kHalf:
-    case RopeMode::kQuarter:
-      if (std::is_same_v<T, bfloat16> && pos.offset() % 16 == 0) {
-        return avx2_loops<Layout::kSplitLanes, Layout::kSplitLanes, kStream, kHasX, T>();
-      }
-      return avx2_loops<Layout::kSplit, Layout::kSplit, kStream, kHasX, T>();
-    case RopeMode::kInterleave:
-      return avx2_loops<Layout::kInterleaved, Layout::kInterleaved, kStream, kHasX, T>();
-    case RopeMode::kInterleaveHalf:
-      break;
-  }
-  return avx2_loops<Layout::kSplit, Layout::kInterleaved, kStream, kHasX, T>();
+  return visit_layouts<T>(pos, [](auto dy, auto x) {
+    return avx2_loops<decltype(dy)::value, decltype(x)::value, kStream, kHasX, T>();
+  });
 }
 
 template <bool kHasX, class T>

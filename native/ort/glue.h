@@ -119,18 +119,20 @@ Ort::Status guarded(const char* op, F&& body) noexcept {
 // getters fail alike for an absent attribute and for one of another type).
 inline bool has_attribute(const OrtKernelInfo* info, const char* name) {
   const OrtApi& api = Ort::GetApi();
+  const auto found = [&](OrtStatus* status) {
+    if (status == nullptr) return true;
+    api.ReleaseStatus(status);
+    return false;
+  };
   float f;
   int64_t i;
   size_t size = 0;
-  for (OrtStatus* status :
-       {api.KernelInfoGetAttribute_float(info, name, &f), api.KernelInfoGetAttribute_int64(info, name, &i),
-        api.KernelInfoGetAttribute_string(info, name, nullptr, &size),
-        api.KernelInfoGetAttributeArray_float(info, name, nullptr, &size),
-        api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)}) {
-    if (status == nullptr) return true;
-    api.ReleaseStatus(status);
-  }
-  return false;
+  // One getter at a time: each failure's status is released before the next is asked.
+  return found(api.KernelInfoGetAttribute_float(info, name, &f)) ||
+         found(api.KernelInfoGetAttribute_int64(info, name, &i)) ||
+         found(api.KernelInfoGetAttribute_string(info, name, nullptr, &size)) ||
+         found(api.KernelInfoGetAttributeArray_float(info, name, nullptr, &size)) ||
+         found(api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size));
 }
 
 // An attribute the node may leave out: ORT leaves custom ops' defaults to the kernel. One of

@@ -1,5 +1,6 @@
-"""Resources: memory does not grow over 10,000 valid and 10,000 failing runs of every op; the library keeps no writable global state beyond what its allow-list explains;
-and it unloads cleanly when the last session holding it goes."""
+"""Resources: memory does not grow over 10,000 valid and 10,000 failing runs of every op; the
+library keeps no writable global state beyond what its allow-list explains; and it unloads cleanly
+when the last session holding it goes."""
 
 import ctypes
 import itertools

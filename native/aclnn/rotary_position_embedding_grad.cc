@@ -18,11 +18,7 @@ struct RopeGradAclnn : RopeGradSignature<T> {
     if (auto status = this->check(dy.shape, cos.shape, sin.shape, x_shape); !status.IsOK()) return status;
     AclnnCall call(this->kName, io, allocator.get());
     auto* dx = io.output<T>(0, dy.shape);
-    const Ort::UnownedValue dcos_value = io.output_value(1, cos.shape),
-                            dsin_value = io.output_value(2, cos.shape);
-    auto* dcos = Io::data<T>(dcos_value);
-    auto* dsin = Io::data<T>(dsin_value);
-    const bool sums = dcos_value != nullptr || dsin_value != nullptr;
+    const auto [dcos, dsin, sums] = this->sum_outputs(io, cos.shape);
     if (auto status = this->check_sums(sums, x.has_value()); !status.IsOK()) return status;
     const RopeCall limits{this->kName, "dy", true, sums, std::is_same_v<T, Ort::BFloat16_t>};
     if (auto status = check_rope_product(limits, call.cann().family(), dy.shape, cos.shape, this->mode);

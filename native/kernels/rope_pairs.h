@@ -72,6 +72,22 @@ class RopeRows {
   int64_t cos_rows_ = 1, per_cos_row_ = 1, outer_per_cos_row_ = 1;
 };
 
+// One cos row's cos and sin in pair order (the order of the row loops' loads; see load_pairs),
+// and for the grad with x its dcos / dsin sums, all float32: a view into a task's buffer.
+struct PairRow {
+  float* data;
+  int64_t pairs;
+
+  float* cos_a() const { return data; }
+  float* cos_b() const { return data + pairs; }
+  float* sin_a() const { return data + 2 * pairs; }
+  float* sin_b() const { return data + 3 * pairs; }
+  float* dcos_a() const { return data + 4 * pairs; }
+  float* dcos_b() const { return data + 5 * pairs; }
+  float* dsin_a() const { return data + 6 * pairs; }
+  float* dsin_b() const { return data + 7 * pairs; }
+};
+
 // Work split for a family kernel: cos rows in `groups` ranges, and each cos row's dy rows in
 // `chunks` ranges, enough of them to keep threads busy when cos rows are few. With `sums` (dcos
 // and dsin), each chunk's partial sums are added in chunk order, so chunks are no more than the

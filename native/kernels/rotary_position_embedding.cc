@@ -1,6 +1,7 @@
 #include "kernels/rotary_position_embedding.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "kernels/rope_pairs.h"
@@ -9,31 +10,15 @@
 namespace oao {
 namespace {
 
-// One cos row's cos and sin in pair order (the order of the row loop's loads), float32.
-struct CosSin {
-  explicit CosSin(int64_t pairs) : data(4 * pairs), pairs(pairs) {}
-  float* cos_a() { return data.data(); }
-  float* cos_b() { return data.data() + pairs; }
-  float* sin_a() { return data.data() + 2 * pairs; }
-  float* sin_b() { return data.data() + 3 * pairs; }
-  const float* cos_a() const { return data.data(); }
-  const float* cos_b() const { return data.data() + pairs; }
-  const float* sin_a() const { return data.data() + 2 * pairs; }
-  const float* sin_b() const { return data.data() + 3 * pairs; }
-
-  std::vector<float> data;
-  int64_t pairs;
-};
-
 // `count` rows of x that read one cos row and follow each other in memory, into y:
 // y[a] = x[xa] cos[a] - x[xb] sin[a], y[b] = x[xb] cos[b] + x[xa] sin[b].
 template <class T>
-void rows_baseline(const PairPositions& pos, const T* x, T* y, int64_t count, const CosSin& cs) {
+void rows_baseline(const PairPositions& pos, const T* x, T* y, int64_t count, const PairRow& pr) {
   for (int64_t i = 0; i < count; ++i, x += pos.d, y += pos.d) {
-    for (int64_t p = 0; p < cs.pairs; ++p) {
+    for (int64_t p = 0; p < pr.pairs; ++p) {
       const float xa = to_float(x[pos.xa(p)]), xb = to_float(x[pos.xb(p)]);
-      y[pos.a(p)] = from_float<T>(xa * cs.cos_a()[p] - xb * cs.sin_a()[p]);
-      y[pos.b(p)] = from_float<T>(xb * cs.cos_b()[p] + xa * cs.sin_b()[p]);
+      y[pos.a(p)] = from_float<T>(xa * pr.cos_a()[p] - xb * pr.sin_a()[p]);
+      y[pos.b(p)] = from_float<T>(xb * pr.cos_b()[p] + xa * pr.sin_b()[p]);
     }
   }
 }
@@ -42,13 +27,13 @@ void rows_baseline(const PairPositions& pos, const T* x, T* y, int64_t count, co
 // x takes kX.
 template <Layout kY, Layout kX, bool kStream, class T>
 __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const PairPositions& pos, const T* x, T* y,
-                                                        int64_t count, const CosSin& cs) {
+                                                        int64_t count, const PairRow& pr) {
   constexpr int kV = kVectors<kY>;
   const int64_t offset = pos.offset();
   const bool descending = kMayDescend<kX, kY, T> && store_runs_ahead(y, x);
   const int64_t first = descending ? offset - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
   for (int64_t i = 0; i < count; ++i) {
-    for (int64_t run = 0; run < cs.pairs; run += offset) {
+    for (int64_t run = 0; run < pr.pairs; run += offset) {
       const T* x_run = x + i * pos.d + pos.xa(run);
       T* y_run = y + i * pos.d + pos.a(run);
       for (int64_t j = first; j >= 0 && j < offset; j += step) {
@@ -56,10 +41,10 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const PairPositions& pos
         load_run<kX>(x_run, offset, j, xa, xb);
         for (int v = 0; v < kV; ++v) {
           const int64_t q = run + j + 8 * v;
-          ya[v] = _mm256_sub_ps(_mm256_mul_ps(xa[v], _mm256_loadu_ps(cs.cos_a() + q)),
-                                _mm256_mul_ps(xb[v], _mm256_loadu_ps(cs.sin_a() + q)));
-          yb[v] = _mm256_add_ps(_mm256_mul_ps(xb[v], _mm256_loadu_ps(cs.cos_b() + q)),
-                                _mm256_mul_ps(xa[v], _mm256_loadu_ps(cs.sin_b() + q)));
+          ya[v] = _mm256_sub_ps(_mm256_mul_ps(xa[v], _mm256_loadu_ps(pr.cos_a() + q)),
+                                _mm256_mul_ps(xb[v], _mm256_loadu_ps(pr.sin_a() + q)));
+          yb[v] = _mm256_add_ps(_mm256_mul_ps(xb[v], _mm256_loadu_ps(pr.cos_b() + q)),
+                                _mm256_mul_ps(xa[v], _mm256_loadu_ps(pr.sin_b() + q)));
         }
         store_run<kY, kStream>(y_run, offset, j, ya, yb);
       }
@@ -70,7 +55,7 @@ __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const PairPositions& pos
 // The row loop and the table load of one path, in the same pair order.
 template <class T>
 struct Loops {
-  void (*rows)(const PairPositions&, const T*, T*, int64_t, const CosSin&);
+  void (*rows)(const PairPositions&, const T*, T*, int64_t, const PairRow&);
   void (*load_pairs)(const PairPositions&, const T*, float*, float*);
 };
 
@@ -101,7 +86,8 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
   const bool stream = use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
   const auto loops = pick_loops<T>(pos, stream);
   // As in the grad: cos rows a block at a time, each run of rows through the whole block.
-  const int64_t block = cos_rows_per_block(2 * pos.d * static_cast<int64_t>(sizeof(float)));
+  const int64_t floats = 2 * pos.d;  // cos and sin
+  const int64_t block = cos_rows_per_block(floats * static_cast<int64_t>(sizeof(float)));
   parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
     const int64_t group = static_cast<int64_t>(task) / split.chunks,
                   chunk = static_cast<int64_t>(task) % split.chunks;
@@ -109,17 +95,20 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
                                 block_begin(chunk + 1, split.chunks, rows.per_cos_row()));
     const int64_t c_begin = block_begin(group, split.groups, rows.cos_rows()),
                   c_end = block_begin(group + 1, split.groups, rows.cos_rows());
-    std::vector<CosSin> tables(std::min(block, c_end - c_begin), CosSin(pos.d / 2));
+    // Left uninitialized: every block fills what it uses.
+    const std::unique_ptr<float[]> data(new float[std::min(block, c_end - c_begin) * floats]);
+    const auto pair_row = [&](int64_t j) { return PairRow{data.get() + j * floats, pos.d / 2}; };
     for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
       const int64_t n = std::min(block, c_end - c0);
       for (int64_t j = 0; j < n; ++j) {
-        loops.load_pairs(pos, cos + (c0 + j) * pos.d, tables[j].cos_a(), tables[j].cos_b());
-        loops.load_pairs(pos, sin + (c0 + j) * pos.d, tables[j].sin_a(), tables[j].sin_b());
+        const PairRow pr = pair_row(j);
+        loops.load_pairs(pos, cos + (c0 + j) * pos.d, pr.cos_a(), pr.cos_b());
+        loops.load_pairs(pos, sin + (c0 + j) * pos.d, pr.sin_a(), pr.sin_b());
       }
       for (const auto& [offset, count] : runs) {
         for (int64_t j = 0; j < n; ++j) {
           const int64_t r = (rows.dy_row(c0 + j, 0) + offset) * pos.d;
-          loops.rows(pos, x + r, y + r, count, tables[j]);
+          loops.rows(pos, x + r, y + r, count, pair_row(j));
         }
       }
     }

@@ -10,22 +10,6 @@
 namespace oao {
 namespace {
 
-// One cos row's cos and sin in pair order, and with x its dcos / dsin sums, all float32: a view
-// into a task's buffer.
-struct PairRow {
-  float* data;
-  int64_t pairs;
-
-  float* cos_a() const { return data; }
-  float* cos_b() const { return data + pairs; }
-  float* sin_a() const { return data + 2 * pairs; }
-  float* sin_b() const { return data + 3 * pairs; }
-  float* dcos_a() const { return data + 4 * pairs; }
-  float* dcos_b() const { return data + 5 * pairs; }
-  float* dsin_a() const { return data + 6 * pairs; }
-  float* dsin_b() const { return data + 7 * pairs; }
-};
-
 // `count` dy rows that read one cos row and follow each other in memory, with their x and dx rows
 // (x is null without x).
 template <class T>

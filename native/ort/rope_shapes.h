@@ -68,6 +68,18 @@ struct RopeGradSignature {
     return Ort::Status(nullptr);
   }
 
+  // dcos and dsin (null data where the node does not take them or they are empty) and whether the
+  // node takes either: an empty output has null data too, so that is asked of the values.
+  struct Sums {
+    storage_t<T>* dcos;
+    storage_t<T>* dsin;
+    bool taken;
+  };
+  static Sums sum_outputs(const Io& io, const Shape& cos) {
+    const Ort::UnownedValue dcos = io.output_value(1, cos), dsin = io.output_value(2, cos);
+    return {Io::data<T>(dcos), Io::data<T>(dsin), dcos != nullptr || dsin != nullptr};
+  }
+
   // `sums`: the node takes dcos or dsin.
   static Ort::Status check_sums(bool sums, bool has_x) {
     if (sums && !has_x)

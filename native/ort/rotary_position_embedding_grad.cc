@@ -16,11 +16,7 @@ struct RopeGradKernel : RopeGradSignature<T> {
     const std::optional<Shape> x_shape = x ? std::optional(x->shape) : std::nullopt;
     if (auto status = this->check(dy.shape, cos.shape, sin.shape, x_shape); !status.IsOK()) return status;
     auto* dx = io.output<T>(0, dy.shape);
-    const Ort::UnownedValue dcos_value = io.output_value(1, cos.shape),
-                            dsin_value = io.output_value(2, cos.shape);
-    auto* dcos = Io::data<T>(dcos_value);
-    auto* dsin = Io::data<T>(dsin_value);
-    const bool sums = dcos_value != nullptr || dsin_value != nullptr;
+    const auto [dcos, dsin, sums] = this->sum_outputs(io, cos.shape);
     if (auto status = this->check_sums(sums, x.has_value()); !status.IsOK()) return status;
     if (element_count(dy.shape) == 0) {  // nothing to sum; an empty dy may claim any other extents
       for (auto* sum : {dcos, dsin})

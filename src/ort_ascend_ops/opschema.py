@@ -19,7 +19,7 @@ from onnx.shape_inference import InferenceError
 
 # An installed wheel ships the TOML files inside the package; a source checkout keeps them at
 # the repository root.
-_SCHEMA_DIRS = (Path(__file__).parent / "schemas", Path(__file__).parent.parent / "schemas")
+_SCHEMA_DIRS = (Path(__file__).parent / "schemas", Path(__file__).parents[2] / "schemas")
 
 Dim = int | str | None  # static size, symbolic name, or unknown
 Shape = list[Dim] | None  # None: rank unknown

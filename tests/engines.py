@@ -9,8 +9,8 @@ from onnxscript import evaluator
 from oracles import BF16
 from ort_ascend_ops import aclnn_emulator, make_session
 from ort_ascend_ops.opschema import load_op_specs
-from ort_ascend_ops.reference import FUNCTIONS
 from ort_ascend_ops.reference.model import make_op_model
+from ort_ascend_ops.reference.registry import function_for
 from ort_ascend_ops.runtime import ortvalue_view
 
 ENGINES = ["eager", "ort", "reference"]  # the reference functions; "native" runs the library
@@ -25,11 +25,12 @@ def run(engine, op_name, inputs, attrs, outputs=None):
         produced = {o.name for o in model.graph.output}
         # onnxscript's default eager evaluator feeds NumPy arrays to ONNX Runtime, which rejects
         # bfloat16; onnx.reference takes ml_dtypes.bfloat16 arrays.
+        _, function = function_for(op_name, inputs)
         if any(a.dtype == BF16 for a in inputs.values()):
             with evaluator.default_as(evaluator.OnnxReferenceRuntimeEvaluator()):
-                results = FUNCTIONS[op_name](**inputs, **attrs)
+                results = function(**inputs, **attrs)
         else:
-            results = FUNCTIONS[op_name](**inputs, **attrs)
+            results = function(**inputs, **attrs)
         # The function returns every output; keep those the node would produce.
         results = results if isinstance(results, tuple) else (results,)
         spec_outputs = [p.name for p in load_op_specs()[op_name].outputs]

@@ -3,7 +3,7 @@
 import numpy as np
 from onnx import helper
 
-from ort_ascend_ops import function_protos, make_op_model, make_session
+from ort_ascend_ops import attach_functions, make_op_model, make_session
 from ort_ascend_ops.runtime import ortvalue_view
 
 
@@ -35,8 +35,7 @@ def raw_model(op_name, inputs, outputs, attrs=None):
         opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid("ort_ascend_ops", 1)],
         ir_version=10,
     )
-    model.functions.extend(function_protos())
-    return model
+    return attach_functions(model)
 
 
 def run_raw(op_name, inputs, outputs, attrs=None):

@@ -6,12 +6,11 @@ the default); `pytest tests/test_fuzz.py --hypothesis-profile=nightly` draws tho
 import numpy as np
 import pytest
 from fuzz_cases import INVALID, VALID
-from hypothesis import assume, given
+from hypothesis import given
 from onnx import helper
 
 from engines import run
-from harness import run_raw
-from oracles import BF16
+from harness import raw_model
 from ort_ascend_ops import make_op_model, make_session
 
 OPS = list(VALID)
@@ -43,17 +42,6 @@ def test_valid_calls_match_the_oracle_natively(op):
 def test_valid_calls_match_the_oracle_on_the_reference_functions(op):
     @given(case=VALID[op])
     def reference(case):
-        # ORT cannot inline the RoPE grad function for bfloat16 with x (OptionalHasElement takes no
-        # bfloat16 before opset 28): test_reference_rotary_position_embedding.py pins that down.
-        assume(
-            not (
-                case.op == "RotaryPositionEmbeddingGrad"
-                and "x" in case.inputs
-                and case.inputs["x"].dtype == BF16
-            )
-        )
-        # Nor the indexer functions with int32 actual_seq_lengths (the limit their schemas state).
-        assume(all(a.dtype != np.int32 for n, a in case.inputs.items() if n.startswith("actual_seq_lengths")))
         outputs = run("ort", case.op, case.inputs, case.attrs, outputs=case.outputs)
         # The reference model casts every output to float32 for NumPy; compare in the op's types.
         types = [
@@ -65,12 +53,14 @@ def test_valid_calls_match_the_oracle_on_the_reference_functions(op):
     reference()
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "reference_functions"])
 @pytest.mark.parametrize("op", OPS)
-def test_invalid_calls_are_ort_errors_naming_the_op(op):
+def test_invalid_calls_are_ort_errors_naming_the_op(op, native):
     @given(case=INVALID[op])
     def invalid(case):
         with pytest.raises(Exception) as error:
-            run_raw(case.op, case.inputs, case.outputs, case.attrs)
+            model = raw_model(case.op, case.inputs, case.outputs, case.attrs)
+            make_session(model, native=native).run(case.inputs)
         message = str(error.value)
         assert is_ort_error(error.value), f"{type(error.value)}: {message}"
         assert case.op in message, message

@@ -5,7 +5,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engines import ENGINES, run
+from engines import ENGINES
 from lightning_checks import (
     EDGES,
     GRAD_TYPES,
@@ -87,18 +87,11 @@ def test_grad_matches_finite_differences_of_the_selected_scores(layout, mode, rn
     check_finite_differences("ort", layout, mode, rng)
 
 
-def test_tnd_int32_lengths(rng):
-    # An absent actual_seq_lengths input can only be read through Concat's variadic slot beside an
-    # int64 tensor, so ONNX Runtime, and onnxscript's eager mode, which runs each op on it, take
-    # int64 lengths only; onnx.reference takes int32 too. The native kernels take both.
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tnd_int32_lengths(engine, rng):
     inputs = lightning_indexer_grad_inputs(rng, "TND", 3, F32, np.int32, lengths_dtype=np.int32)
-    check_grad("reference", inputs, "TND", 3, F32)
-    attrs = {"layout": "TND", "sparse_mode": 3, "sparse_count": 4}
-    check_forward("reference", forward_inputs(inputs), attrs, F32)
-    with pytest.raises(ort.capi.onnxruntime_pybind11_state.Fail, match="Concat"):
-        run("ort", "LightningIndexer", forward_inputs(inputs), attrs)
-    with pytest.raises(Exception, match="Concat"):
-        run("eager", "LightningIndexer", forward_inputs(inputs), attrs)
+    check_grad(engine, inputs, "TND", 3, F32)
+    check_forward(engine, forward_inputs(inputs), {"layout": "TND", "sparse_mode": 3, "sparse_count": 4}, F32)
 
 
 def test_ort_loads_without_warnings(capfd):

@@ -31,12 +31,10 @@ CASES = [(layout, F32) for layout in ROPE_LAYOUTS] + [
     for t in (F16, BF16)
 ]
 CASE_IDS = [f"{layout[0]}-{t.name}" for layout, t in CASES]
-# All but ONNX Runtime with bfloat16, which refuses x (test_ort_refuses_bfloat16_with_x).
 GRAD_CASES = [
     pytest.param(engine, layout, t, id=f"{engine}-{case_id}")
     for engine in ENGINES
     for (layout, t), case_id in zip(CASES, CASE_IDS, strict=True)
-    if not (engine == "ort" and t == BF16)
 ]
 
 
@@ -73,15 +71,6 @@ def test_rope_grad_without_x(engine, mode, t, rng):
     inputs = rope_inputs(rng, ROPE_LAYOUTS[0], t, "dy", "cos", "sin")
     (dx,) = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     assert_close(dx, rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[t])
-
-
-def test_ort_refuses_bfloat16_with_x(rng):
-    # The reference function tests for x with OptionalHasElement, which takes no bfloat16 before
-    # opset 28, so ONNX Runtime refuses to inline it for a bfloat16 node that passes x. Without
-    # x it runs (test_rope_grad_without_x); with x, bfloat16 needs the native kernels.
-    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], BF16, "dy", "cos", "sin", "x")
-    with pytest.raises(ort.capi.onnxruntime_pybind11_state.Fail, match="OptionalHasElement"):
-        run("ort", "RotaryPositionEmbeddingGrad", inputs, {})
 
 
 @pytest.mark.parametrize("engine", ENGINES)

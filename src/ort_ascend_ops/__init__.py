@@ -1,15 +1,16 @@
 """Ascend training kernels as ONNX operators (domain ``ort_ascend_ops``, opset 1).
 
 - :func:`get_library_path`: the native custom-op library for ONNX Runtime.
-- :func:`function_protos`: the onnxscript reference implementations as ``FunctionProto``s, which
-  make a model portable to stock ONNX Runtime.
+- :func:`attach_functions`: attaches to a model the onnxscript reference implementations its
+  nodes need, as ``FunctionProto``s, which make it portable to stock ONNX Runtime;
+  :func:`function_protos` gives every op's.
 - :func:`register_schemas`: the ops' schemas in ``onnx.defs`` (checker and shape inference).
 - :func:`make_session`: an ONNX Runtime session with the library, NumPy (and bfloat16) in and out;
   :func:`make_ascend_session` the same on an Ascend NPU (CANN execution provider, aclnn kernels).
 """
 
 from .opschema import register_schemas
-from .reference import function_protos
+from .reference import attach_functions, function_protos
 from .reference._opset import DOMAIN
 from .reference._opset import VERSION as OPSET_VERSION
 from .reference.model import make_op_model
@@ -27,6 +28,7 @@ __all__ = [
     "OPSET_VERSION",
     "Session",
     "ascend_providers",
+    "attach_functions",
     "function_protos",
     "get_library_path",
     "make_ascend_session",

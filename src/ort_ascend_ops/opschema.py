@@ -28,7 +28,7 @@ ShapeRule = Callable[[Mapping[str, Shape], Mapping[str, object]], Shape]
 _ELEM_TYPES = {f"tensor({name.lower()})": value for name, value in TensorProto.DataType.items()}
 _ELEM_NAMES = {value: name for name, value in _ELEM_TYPES.items()}
 
-_ATTR_TYPES = {
+_ATTR_TYPES = {  # name: (AttributeProto type, coercion to the Python type helper.get_attribute_value gives)
     "int": (AttributeProto.INT, int),
     "float": (AttributeProto.FLOAT, float),
     "string": (AttributeProto.STRING, str),
@@ -36,6 +36,7 @@ _ATTR_TYPES = {
     "floats": (AttributeProto.FLOATS, lambda v: [float(e) for e in v]),
     "strings": (AttributeProto.STRINGS, lambda v: [str(e) for e in v]),
 }
+_PYTHON_TYPES = {"int": int, "float": float, "string": str, "ints": list, "floats": list, "strings": list}
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,11 @@ class Attribute:
     required: bool = False
     choices: Sequence[object] = ()  # the only values allowed, if not empty
 
+    def coerce(self, value: object) -> object:
+        return _ATTR_TYPES[self.type][1](value)
+
     def to_proto(self, value: object) -> AttributeProto:
-        attr_type, coerce = _ATTR_TYPES[self.type]
-        return helper.make_attribute(self.name, coerce(value), attr_type=attr_type)
+        return helper.make_attribute(self.name, self.coerce(value), attr_type=_ATTR_TYPES[self.type][0])
 
 
 @dataclass(frozen=True)
@@ -358,6 +361,9 @@ def infer_outputs(
                 f"is not an allowed type combination"
             )
 
+    for a in spec.attributes:
+        if a.name in attrs and type(attrs[a.name]) is not _PYTHON_TYPES[a.type]:
+            raise ValueError(f"{spec.name}: attribute '{a.name}' must be of type {a.type}")
     missing = [a.name for a in spec.attributes if a.required and a.name not in attrs]
     if missing:
         raise ValueError(f"{spec.name}: missing required attributes {missing}")
@@ -405,10 +411,15 @@ def _from_type_proto(tp: onnx.TypeProto | None) -> tuple[int | None, Shape]:
 def _attr_value(proto: AttributeProto) -> object:
     value = helper.get_attribute_value(proto)
     if isinstance(value, bytes):
-        return value.decode()
+        return value.decode(errors="replace")
     if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode() for v in value]
+        return [v.decode(errors="replace") for v in value]
     return value
+
+
+def attribute_values(node: onnx.NodeProto) -> dict[str, object]:
+    """The node's attributes by name, as Python values (strings decoded)."""
+    return {a.name: _attr_value(a) for a in node.attribute}
 
 
 def _inference_function(spec: OpSpec) -> Callable[[onnx.shape_inference.InferenceContext], None]:

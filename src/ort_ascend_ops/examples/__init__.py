@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import onnx
 from onnxscript import FLOAT, OnnxFunction
 
-from ..reference import function_protos
+from ..reference import attach_functions
 from ..reference.model import IR_VERSION
 
 PRODUCER = "ort_ascend_ops.examples"
@@ -44,5 +44,4 @@ def to_model(
     )
     assert [i.name for i in model.graph.input] == list(input_shapes), "input shapes out of order"
     assert [o.name for o in model.graph.output] == list(output_shapes), "output shapes out of order"
-    model.functions.extend(function_protos())
-    return finish(model, doc)
+    return finish(attach_functions(model), doc)

@@ -1,45 +1,21 @@
-"""onnxscript reference implementations of the ort_ascend_ops operators."""
-
-import onnx
-from onnxscript import OnnxFunction
+"""onnxscript reference implementations of the ort_ascend_ops operators, and the FunctionProtos
+that make a model carrying them portable (``function_protos``, ``attach_functions``)."""
 
 from ._opset import DOMAIN, VERSION
-from .indexer_tokens import IndexerTokens
 from .lightning_indexer import LightningIndexer
 from .lightning_indexer_grad import LightningIndexerGrad
+from .portable import attach_functions, function_protos
+from .registry import FUNCTIONS, HELPERS, VARIANTS
 from .rms_norm import RmsNorm
 from .rms_norm_grad import RmsNormGrad
-from .rotary_layout import RotaryLayout
 from .rotary_position_embedding import RotaryPositionEmbedding
 from .rotary_position_embedding_grad import RotaryPositionEmbeddingGrad
-
-# The registration table: one entry per op, keyed by op name.
-FUNCTIONS: dict[str, OnnxFunction] = {
-    f.name: f
-    for f in (
-        RmsNorm,
-        RmsNormGrad,
-        RotaryPositionEmbedding,
-        RotaryPositionEmbeddingGrad,
-        LightningIndexer,
-        LightningIndexerGrad,
-    )
-}
-
-
-# Functions the op functions call; listed first, as onnx.reference knows only those before.
-HELPERS: tuple[OnnxFunction, ...] = (RotaryLayout, IndexerTokens)
-
-
-def function_protos() -> list[onnx.FunctionProto]:
-    """FunctionProtos of every op and of the helpers they call (domain ``ort_ascend_ops``), ready
-    for ``model.functions``."""
-    return [f.to_function_proto() for f in (*HELPERS, *FUNCTIONS.values())]
-
 
 __all__ = [
     "DOMAIN",
     "FUNCTIONS",
+    "HELPERS",
+    "VARIANTS",
     "VERSION",
     "LightningIndexer",
     "LightningIndexerGrad",
@@ -47,5 +23,6 @@ __all__ = [
     "RmsNormGrad",
     "RotaryPositionEmbedding",
     "RotaryPositionEmbeddingGrad",
+    "attach_functions",
     "function_protos",
 ]

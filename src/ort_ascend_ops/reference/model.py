@@ -9,9 +9,9 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..opschema import Dim, infer_outputs, load_op_specs
-from . import DOMAIN, VERSION, function_protos
+from ._opset import DOMAIN, VERSION
+from .portable import DEFAULT_ONNX_OPSET, attach_functions
 
-ONNX_OPSET = 23
 IR_VERSION = 10  # accepted by both onnx 1.23 and ONNX Runtime 1.32
 
 
@@ -30,6 +30,7 @@ def make_op_model(
     with_functions: bool = True,
     output_cast_float: bool = False,
     outputs: Sequence[str] | None = None,
+    opset: int = DEFAULT_ONNX_OPSET,
 ) -> onnx.ModelProto:
     """Build a model holding one ``ort_ascend_ops`` node of type ``op_name``.
 
@@ -42,9 +43,10 @@ def make_op_model(
             is passed to the node as absent.
         attrs: node attributes, coerced to the types the spec declares; omitted ones keep
             their defaults.
-        with_functions: attach the onnxscript reference FunctionProtos as
-            ``model.functions`` so that runtimes without the native kernels (ONNX Runtime
+        with_functions: attach the onnxscript reference FunctionProtos the node needs
+            (``attach_functions``) so that runtimes without the native kernels (ONNX Runtime
             inlines them, ``onnx.reference``) can run the model.
+        opset: the model's default-domain opset (18 or newer).
         output_cast_float: append ``Cast(to=FLOAT)`` to every non-float32 output, e.g.
             because ONNX Runtime cannot hand bfloat16 back to NumPy.
         outputs: the outputs the node produces; by default every output the given inputs
@@ -57,8 +59,11 @@ def make_op_model(
     outputs than the function has. Raises ValueError for types or shapes the spec rejects.
     """
     spec = load_op_specs()[op_name]
-    attrs = dict(attrs or {})
     by_name = {a.name: a for a in spec.attributes}
+    attrs = {
+        name: by_name[name].coerce(value) if name in by_name else value
+        for name, value in (attrs or {}).items()
+    }
     unknown = (
         (set(input_types) - {p.name for p in spec.inputs})
         | (set(attrs) - set(by_name))
@@ -97,9 +102,7 @@ def make_op_model(
     )
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", ONNX_OPSET), helper.make_opsetid(DOMAIN, VERSION)],
+        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(DOMAIN, VERSION)],
         ir_version=IR_VERSION,
     )
-    if with_functions:
-        model.functions.extend(function_protos())
-    return model
+    return attach_functions(model) if with_functions else model

@@ -3,29 +3,39 @@
 from onnxscript import FLOAT, script
 
 from ._opset import ascend, op
+from .checks import Check, SameType, SameVector, WithoutOnes
+from .norm_rules import NormRules
 
 
 @script(opset=ascend, default_opset=op)
 def RmsNormGrad(dy, x, rstd, gamma):
     """Gradient of RmsNorm w.r.t. x and gamma; computes in float32, dx cast back to T."""
-    # Float32 copies first: ONNX Runtime's CPU kernels (Size, for one) do not all take bfloat16.
-    dy_f = op.Cast(dy, to=FLOAT.dtype)
-    x_f = op.Cast(x, to=FLOAT.dtype)
+    x_shape, n = NormRules(x, gamma)
+    _ = SameType(dy, x, rule="input 'dy' must have x's element type")
+    _ = SameType(rstd, op.Constant(value_float=0.0), rule="input 'rstd' must be float32")
+    x_shape = Check(x_shape, SameVector(op.Shape(dy), x_shape), rule="input 'dy' must have x's shape")
+    zero_1d = op.Constant(value_ints=[0])
+    x_shape = Check(
+        x_shape,
+        SameVector(WithoutOnes(op.Shape(rstd)), WithoutOnes(op.Slice(x_shape, zero_1d, n))),
+        rule="input 'rstd' must hold one value per row, shaped x.shape[:n] + [1] * rank(gamma) or "
+        "x.shape[:n] (size-1 axes may be added or dropped)",
+    )
+    # Float32 copies (ONNX Runtime's CPU kernels, Size for one, do not all take bfloat16), shaped
+    # by the checked shape, so that nothing is computed before every check has passed.
+    dy_f = op.Reshape(op.Cast(dy, to=FLOAT.dtype), x_shape, allowzero=1)
+    x_f = op.Reshape(op.Cast(x, to=FLOAT.dtype), x_shape, allowzero=1)
     gamma_f = op.Cast(gamma, to=FLOAT.dtype)
-    # Ranks are only known at run time. Squeeze(Shape(Shape(.))) rather than Size(Shape(.)):
-    # at load time ONNX Runtime 1.32 propagates the latter as the element count of the tensor.
-    x_shape = op.Shape(x_f)
-    gamma_rank_1d = op.Shape(op.Shape(gamma_f))
-    rank_x = op.Squeeze(op.Shape(x_shape))
-    n = rank_x - op.Squeeze(gamma_rank_1d)
+    rank_x = op.Shape(x_shape)
+    n = rank_x - op.Shape(op.Shape(gamma))  # again, from the shape every check has passed
     one = op.Constant(value_int=1)
-    lead_axes = op.Range(op.Constant(value_int=0), n, one)
-    norm_axes = op.Range(n, rank_x, one)
+    lead_axes = op.Range(op.Constant(value_int=0), op.Squeeze(n), one)
+    norm_axes = op.Range(op.Squeeze(n), op.Squeeze(rank_x), one)
     # rstd may arrive as x.shape[:n], keepdims, or squeezed: bring it to keepdims.
     # allowzero=1 because a 0 in the target shape is a real empty extent, not "copy".
-    ones = op.Expand(op.Constant(value_ints=[1]), gamma_rank_1d)
-    keepdims = op.Concat(op.Gather(x_shape, lead_axes), ones, axis=0)
-    rstd_k = op.Reshape(rstd, keepdims, allowzero=1)
+    ones = op.Expand(op.Constant(value_ints=[1]), rank_x - n)
+    keepdims = op.Concat(op.Slice(x_shape, zero_1d, n), ones, axis=0)
+    rstd_k = op.Reshape(op.Cast(rstd, to=FLOAT.dtype), keepdims, allowzero=1)
 
     xhat = x_f * rstd_k
     g = dy_f * gamma_f

@@ -10,7 +10,7 @@ import onnx
 from onnx import helper
 
 from ..opschema import register_schemas
-from ..reference import function_protos
+from ..reference import attach_functions
 from ..reference._opset import DOMAIN, VERSION
 from .graph import Backward, GradientError
 from .rules import RULES
@@ -39,9 +39,7 @@ def _prepared(model: onnx.ModelProto) -> onnx.ModelProto:
         )
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
-    have = {(f.domain, f.name) for f in model.functions}
-    model.functions.extend(f for f in function_protos() if (f.domain, f.name) not in have)
-    return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    return onnx.shape_inference.infer_shapes(attach_functions(model), strict_mode=True, data_prop=True)
 
 
 def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
@@ -133,8 +131,9 @@ def build_training_model(model: onnx.ModelProto, loss: str, wrt: Sequence[str]) 
         result,
         opset_imports=list(model.opset_import),
         ir_version=model.ir_version,
-        functions=list(model.functions),
+        functions=[f for f in model.functions if f.domain != DOMAIN],
     )
+    attach_functions(trained)
     onnx.checker.check_model(trained)
     return onnx.shape_inference.infer_shapes(trained, strict_mode=True)
 

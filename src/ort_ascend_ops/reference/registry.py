@@ -1,0 +1,83 @@
+"""The registration table of the reference functions."""
+
+from collections.abc import Collection
+
+from onnxscript import OnnxFunction
+
+from . import checks, indexer_rules, lightning_indexer, lightning_indexer_grad, rotary_position_embedding_grad
+from .indexer_tokens import IndexerTokens
+from .lightning_indexer import IndexerSelect, LightningIndexer
+from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
+from .norm_rules import NormRules
+from .rms_norm import RmsNorm
+from .rms_norm_grad import RmsNormGrad
+from .rotary_layout import RotaryLayout, RotatedViews, RowView
+from .rotary_position_embedding import RotaryPositionEmbedding
+from .rotary_position_embedding_grad import RotaryGradDx, RotaryPositionEmbeddingGrad, RotarySums
+from .rotary_rules import RotaryRules
+
+# One entry per op, keyed by op name. Each op's function serves every node of it that stock ONNX
+# Runtime can inline (an op with optional inputs tests for them at run time).
+FUNCTIONS: dict[str, OnnxFunction] = {
+    f.name: f
+    for f in (
+        RmsNorm,
+        RmsNormGrad,
+        RotaryPositionEmbedding,
+        RotaryPositionEmbeddingGrad,
+        LightningIndexer,
+        LightningIndexerGrad,
+    )
+}
+
+# For the ops with optional inputs, one function per set of present optional inputs, which reads
+# them directly: ONNX Runtime cannot test every type for presence (OptionalHasElement takes no
+# bfloat16, and has no kernel from opset 28 on). op -> present optional inputs -> (overload, function).
+VARIANTS: dict[str, dict[frozenset[str], tuple[str, OnnxFunction]]] = {
+    "RotaryPositionEmbeddingGrad": rotary_position_embedding_grad.VARIANTS,
+    "LightningIndexer": lightning_indexer.VARIANTS,
+    "LightningIndexerGrad": lightning_indexer_grad.VARIANTS,
+}
+
+# Functions the op functions call, each callee before its callers (onnx.reference resolves a
+# function only from those listed before it).
+HELPERS: tuple[OnnxFunction, ...] = (
+    checks.ElemType,
+    checks.IsFloatT,
+    checks.IsIndexType,
+    checks.All,
+    checks.PadPair,
+    checks.SameVector,
+    checks.WithoutOnes,
+    NormRules,
+    RotaryLayout,
+    RowView,
+    RotatedViews,
+    RotaryRules,
+    RotaryGradDx,
+    RotarySums,
+    indexer_rules.IsLayout,
+    indexer_rules.IndexerRules,
+    indexer_rules.SeqEnds,
+    indexer_rules.ShapeEnds,
+    indexer_rules.LayoutInputs,
+    indexer_rules.BatchCounts,
+    IndexerTokens,
+    IndexerSelect,
+    IndexerGradRows,
+)
+
+
+def function_for(op_name: str, inputs: Collection[str]) -> tuple[str, OnnxFunction]:
+    """(overload, function) that ``attach_functions`` gives a node of ``op_name`` passing
+    ``inputs`` (names of the op's inputs)."""
+    variants = VARIANTS.get(op_name)
+    if variants is None:
+        return "", FUNCTIONS[op_name]
+    return next(
+        variant for present, variant in variants.items() if present == (set(inputs) & _optional(variants))
+    )
+
+
+def _optional(variants: dict[frozenset[str], tuple[str, OnnxFunction]]) -> frozenset[str]:
+    return frozenset().union(*variants)

@@ -38,6 +38,21 @@ def test_ties_go_to_the_lower_key(layout, rng):
     assert tied.sum() >= 10 and np.all(indices[:, 1:][tied] > indices[:, :-1][tied])
 
 
+@pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0), ("TND", 3)])
+def test_keys_in_blocks_and_a_streaming_top_k(layout, mode, rng):
+    # 256 heads: the kernel scores 256 keys at a time for a tile of 4 tokens, so 700 keys take
+    # several blocks (the last ones partial, and past some tokens' causal limit), and keeping 300
+    # of them overflows the 2 x K candidates kept per token. Integers: many ties, all exact.
+    sizes = {"s1": 6, "s2": 700, "lengths_q": (3, 9), "lengths_k": (650, 1300), "n1": 256, "d": 4}
+    inputs = forward_inputs(lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int32, **sizes))
+    for name in ("query", "key", "weights"):
+        inputs[name] = rng.integers(-3, 4, inputs[name].shape).astype(np.float32)
+    attrs = {"layout": layout, "sparse_mode": mode, "sparse_count": 300}
+    check_forward("native", inputs, attrs, F32)
+    runs = [run_op("LightningIndexer", inputs, attrs, threads=n) for n in (1, 2, 4)]
+    assert all([bits(a) for a in run] == [bits(a) for a in runs[0]] for run in runs[1:])
+
+
 def test_bit_identical_for_any_thread_count(rng):
     inputs = forward_inputs(
         lightning_indexer_grad_inputs(rng, "BSND", 3, F32, np.int32, batch=1, s1=40, s2=200, n1=4, d=16)

@@ -51,6 +51,21 @@ def test_many_slots_and_key_strips_with_repeated_keys(layout, mode, t, rng):
     check_grad("native", inputs, layout, mode, t)
 
 
+@pytest.mark.parametrize("t", [F32, BF16], ids=str)
+@pytest.mark.parametrize("layout, mode", [("BSND", 0), ("TND", 3)])
+def test_tokens_taken_in_pieces_and_rows_in_blocks(layout, mode, t, rng):
+    # 16,384 heads: 300 slots of per-slot state exceed the kernel's chunk budget, so each token is
+    # taken in pieces of its slots, d_weights and d_query carried over; D = 4,096: key rows are
+    # gathered 64 at a time. The same bits on any thread count.
+    sizes = {"k": 300, "s1": 2, "s2": 400, "lengths_q": (1, 3), "lengths_k": (350, 700)}
+    for n1, d in ((16384, 4), (2, 4096)):
+        inputs = lightning_indexer_grad_inputs(rng, layout, mode, t, np.int32, **sizes, n1=n1, d=d)
+        check_grad("native", inputs, layout, mode, t)
+        attrs = {"head_num": n1, "layout": layout, "sparse_mode": mode}
+        runs = [run_op("LightningIndexerGrad", inputs, attrs, threads=n) for n in (1, 2, 4)]
+        assert all([bits(o) for o in run] == [bits(o) for o in runs[0]] for run in runs[1:])
+
+
 @pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0)])
 def test_backward_matches_finite_differences_of_the_forward(layout, mode, rng):
     check_finite_differences("native", layout, mode, rng)

@@ -69,7 +69,6 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 // Heads [begin, end) of relu_backward, one at a time: the plain path, and the AVX2 path's last heads.
 void relu_backward_heads(float* s, const float* dy, const float* weight, int64_t n, int64_t h, int64_t begin,
                          int64_t end, float* dw) {
-  std::fill(dw + begin, dw + end, 0.f);
   for (int64_t v = 0; v < n; ++v) {
     float* row = s + v * h;
     for (int64_t j = begin; j < end; ++j) {
@@ -87,7 +86,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void relu_backward_vec
     float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw) {
   const __m256 zero = _mm256_setzero_ps();
   __m256 acc[kVectors], w[kVectors];
-  for (int c = 0; c < kVectors; ++c) acc[c] = zero, w[c] = _mm256_loadu_ps(weight + 8 * c);
+  for (int c = 0; c < kVectors; ++c) {
+    acc[c] = _mm256_loadu_ps(dw + 8 * c);
+    w[c] = _mm256_loadu_ps(weight + 8 * c);
+  }
   for (int64_t v = 0; v < n; ++v) {
     const __m256 dv = _mm256_set1_ps(dy[v]);
     float* row = s + v * h;

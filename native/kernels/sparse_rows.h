@@ -39,8 +39,9 @@ BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, in
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
           float* c, bool accumulate = false);
 
-// For the scores s of a token (n slots x h heads, row-major): dw[j] = sum over v, in order, of
-// relu(s[v,j]) dy[v] (d_weights), and s becomes g[v,j] = weight[j] dy[v] where s[v,j] > 0, else 0.
+// For the scores s of a token (n slots x h heads, row-major): dw[j] += relu(s[v,j]) dy[v] over v,
+// in order (d_weights, whose sum may go on from an earlier block of slots), and s becomes
+// g[v,j] = weight[j] dy[v] where s[v,j] > 0, else 0.
 void relu_backward(float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw);
 
 // acc[s] += weight * relu(scores[s]) for s in [0, n).

@@ -88,16 +88,17 @@ inline Ort::Status op_error(const char* op, const std::string& message) {
   return Ort::Status((std::string(op) + ": " + message).c_str(), ORT_INVALID_ARGUMENT);
 }
 
-// The session's intra-op pool; if ORT cannot schedule the work, it runs on the calling thread.
+// The session's intra-op pool. When ORT cannot schedule the work, Parallel::for_each runs what its
+// calls did not on the calling thread.
 inline Parallel parallel_of(OrtKernelContext* ctx) {
   Parallel p;
   p.owner = ctx;
   p.run = [](void* owner, Parallel::Task task, size_t total, void* data) {
     OrtStatus* status =
         Ort::GetApi().KernelContext_ParallelFor(static_cast<OrtKernelContext*>(owner), task, total, 0, data);
-    if (status == nullptr) return;
+    if (status == nullptr) return true;
     Ort::GetApi().ReleaseStatus(status);
-    for (size_t i = 0; i < total; ++i) task(data, i);
+    return false;
   };
   return p;
 }

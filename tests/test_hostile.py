@@ -2,6 +2,8 @@
 astronomical extents, NaN and Inf in every float input (they propagate as the float64 formula
 says, SECURITY.md), unknown attributes and wrong input counts."""
 
+import re
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -12,6 +14,7 @@ from oracles import (
     F16,
     F32,
     TOL,
+    assert_close,
     lightning_indexer_grad_inputs,
     lightning_indexer_grad_oracle,
     rms_norm_grad_inputs,
@@ -189,6 +192,34 @@ def test_rms_norm_grad_propagates_nan_and_inf(name, t, value, rng):
         assert_same_ieee(out, ref, tol)
 
 
+# Finite rows whose float32 sum of squares overflows: (D, magnitude) at the smallest magnitudes
+# that do (16 * 1e38 and 4096 * 9e34 pass float32's 3.4e38), and at float32's largest.
+LARGE_ROWS = [(16, 1e19), (4096, 3e17), (64, 3e38)]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "reference_functions"])
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("t", [F32, BF16], ids=str)
+@pytest.mark.parametrize("d, magnitude", LARGE_ROWS)
+def test_rms_norm_of_rows_too_large_to_square_in_float32(d, magnitude, t, threads, native, rng):
+    # One such row among ordinary ones: y = x / rms(x) * gamma and rstd as the float64 formula
+    # gives them, not the 0 an overflowed sum gives.
+    x = rng.standard_normal((3, d))
+    x[1] *= magnitude / np.abs(x[1]).max()
+    inputs = {"x": x.astype(t), "gamma": rng.standard_normal(d).astype(t)}
+    y, rstd = run_op("RmsNorm", inputs, native=native, threads=threads)
+    ref_y, ref_rstd = rms_norm_oracle(inputs["x"], inputs["gamma"], 1e-6)
+    assert_close(y, ref_y, TOL[t])
+    for row in range(3):
+        assert_close(rstd[row], ref_rstd[row], TOL[F32])
+    grad = rms_norm_grad_inputs(rng, (3, d), (d,), t, t) | {"x": inputs["x"], "rstd": ref_rstd.astype(F32)}
+    for out, ref, tol in zip(
+        run_op("RmsNormGrad", grad, native=native, threads=threads), rms_norm_grad_oracle(**grad),
+        (TOL[t], TOL[F32]), strict=True,
+    ):  # fmt: skip
+        assert_close(out, ref, tol)
+
+
 @pytest.mark.parametrize("value", SPECIALS, ids=str)
 @pytest.mark.parametrize("t", TYPES, ids=str)
 @pytest.mark.parametrize("name", ["x", "cos", "sin"])
@@ -334,3 +365,50 @@ def test_input_of_an_undeclared_type_is_an_error():
     with pytest.raises(Exception) as error:
         make_session(raw_model("RmsNorm", inputs, {"y": np.float64, "rstd": F32})).run(inputs)
     assert type(error.value).__module__.startswith("onnxruntime") and "RmsNorm" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "op, inputs, outputs, rule",
+    [
+        (
+            "RotaryPositionEmbedding",
+            {"x": F32, "cos": F16, "sin": F32},
+            {"y": F32},
+            "cos has type tensor(float16)",
+        ),
+        (
+            "RmsNormGrad",
+            {"dy": F16, "x": F32, "rstd": F32, "gamma": F32},
+            {"dx": F32, "dgamma": F32},
+            "x has type",
+        ),
+        (
+            "LightningIndexer",
+            {"query": BF16, "key": BF16, "weights": F32},
+            {"sparse_indices": np.int32, "sparse_values": BF16},
+            "weights has type tensor(float)",
+        ),
+    ],
+)
+def test_mixed_element_types_are_an_error_naming_the_input(op, inputs, outputs, rule):
+    # ONNX Runtime alone would say that no kernel matches the node's inputs.
+    arrays = {
+        name: np.zeros((1, 2, 2, 4) if name != "weights" else (1, 2, 2), t) for name, t in inputs.items()
+    }
+    if op == "RmsNormGrad":
+        arrays = {name: np.zeros((2, 4), t) for name, t in inputs.items()} | {"gamma": np.zeros(4, F32)}
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidGraph, match=re.escape(rule)) as error:
+        make_session(raw_model(op, arrays, outputs))
+    assert op in str(error.value)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "reference_functions"])
+def test_a_layout_with_a_nul_is_named_whole(native, rng):
+    inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, F32, np.int32)
+    outputs = {"d_query": F32, "d_key": F32, "d_weights": F32}
+    model = raw_model("LightningIndexerGrad", inputs, outputs, {"head_num": 3, "layout": "TND\0x"})
+    with pytest.raises(Exception) as error:
+        make_session(model, native=native).run(inputs)
+    message = str(error.value)
+    assert "LightningIndexerGrad" in message and "layout" in message and "'BSND'" in message
+    assert r"'TND\x00x'" in message and "\0" not in message

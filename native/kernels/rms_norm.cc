@@ -17,6 +17,18 @@ float rstd_of(float sum_sq, int64_t cols, float epsilon) {
   return 1.f / std::sqrt(mean_sq + epsilon);
 }
 
+// rstd of a row whose float32 sum of squares is sum_sq. That sum overflows for finite values as
+// small as 1e19 (D = 16): such a row is summed again in float64, whose range holds the square of
+// every float32, so that rstd is the formula's. A row with Inf or NaN keeps its float32 result.
+template <class T>
+float rstd_of_row(const T* x_row, int64_t cols, float sum_sq, float epsilon) {
+  if (std::isfinite(sum_sq)) return rstd_of(sum_sq, cols, epsilon);
+  double sum = 0.0;
+  for (int64_t j = 0; j < cols; ++j) sum += static_cast<double>(to_float(x_row[j])) * to_float(x_row[j]);
+  if (!std::isfinite(sum)) return rstd_of(sum_sq, cols, epsilon);
+  return static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(cols) + epsilon));
+}
+
 template <class T>
 void norm_rows_baseline(const T* x, const float* gamma_f, float epsilon, T* y, float* rstd, int64_t begin,
                         int64_t end, int64_t cols) {
@@ -26,7 +38,7 @@ void norm_rows_baseline(const T* x, const float* gamma_f, float epsilon, T* y, f
     for (int64_t j = 0; j < cols; ++j) lanes[j % 8] += to_float(x_row[j]) * to_float(x_row[j]);
     float sum_sq = 0.f;
     for (float l : lanes) sum_sq += l;
-    const float rs = rstd[r] = rstd_of(sum_sq, cols, epsilon);
+    const float rs = rstd[r] = rstd_of_row(x_row, cols, sum_sq, epsilon);
     for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = from_float<T>(to_float(x_row[j]) * rs * gamma_f[j]);
   }
 }
@@ -53,7 +65,7 @@ __attribute__((target("avx2,fma,f16c"))) void norm_rows_avx2(const T* x, const f
     }
     float sum_sq = hsum(_mm256_add_ps(acc_lo, acc_hi));
     for (int64_t j = vec_end; j < cols; ++j) sum_sq += to_float(x_row[j]) * to_float(x_row[j]);
-    const float rs = rstd[r] = rstd_of(sum_sq, cols, epsilon);
+    const float rs = rstd[r] = rstd_of_row(x_row, cols, sum_sq, epsilon);
 
     const __m256 vrs = _mm256_set1_ps(rs);
     for (int64_t j = descending ? vec_end - 16 : 0; j >= 0 && j < vec_end; j += step) {

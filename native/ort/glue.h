@@ -83,6 +83,21 @@ inline int64_t element_count(const Shape& s, size_t begin = 0, size_t end = SIZE
   return n;
 }
 
+// `text` between single quotes, each byte outside printable ASCII written as \xNN: an attribute
+// may hold a NUL, which would end the C string of an error message there.
+inline std::string quoted(const std::string& text) {
+  std::string out = "'";
+  for (const unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out + "'";
+}
+
 // An INVALID_ARGUMENT status whose message starts with the op's name.
 inline Ort::Status op_error(const char* op, const std::string& message) {
   return Ort::Status((std::string(op) + ": " + message).c_str(), ORT_INVALID_ARGUMENT);

@@ -23,7 +23,7 @@ class IndexerChecks {
  public:
   IndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode) : op_(op), layout_(layout) {
     if (layout != "BSND" && layout != "TND") {
-      error_ = "attribute 'layout' is '" + layout + "'; it must be 'BSND' or 'TND'";
+      error_ = "attribute 'layout' is " + quoted(layout) + "; it must be 'BSND' or 'TND'";
     } else if (sparse_mode != 0 && sparse_mode != 3) {
       error_ = "attribute 'sparse_mode' is " + std::to_string(sparse_mode) + "; it must be 0 or 3";
     }

@@ -321,6 +321,41 @@ def _same_shape(a: Shape, b: Shape) -> bool:
     )
 
 
+def bind_types(spec: OpSpec, elem_types: Mapping[str, int | None]) -> dict[str, int]:
+    """The type parameters bound by the present inputs' element types (input name -> type, None
+    where unknown). Raises ValueError for a type or a combination of types the spec does not
+    allow, naming the input."""
+    constraints = {c.name: c for c in spec.type_constraints}
+    bound: dict[str, int] = {}
+    binder: dict[str, str] = {}
+    for p in spec.inputs:
+        elem = elem_types.get(p.name)
+        if elem is None:
+            continue
+        allowed = constraints[p.type].types if p.type in constraints else (p.type,)
+        if _ELEM_NAMES.get(elem) not in allowed:
+            raise ValueError(
+                f"{spec.name}: {p.name} has type {_ELEM_NAMES.get(elem, elem)}, not one of {allowed}"
+            )
+        if p.type not in constraints:
+            continue
+        if bound.setdefault(p.type, elem) != elem:
+            raise ValueError(
+                f"{spec.name}: {p.name} has type {_ELEM_NAMES[elem]}, but {p.type} is already bound to "
+                f"{_ELEM_NAMES[bound[p.type]]} by {binder[p.type]}"
+            )
+        binder.setdefault(p.type, p.name)
+    combos = spec.allowed_type_combinations
+    if combos and all(t in bound for t in combos.params):
+        got = tuple(_ELEM_NAMES[bound[t]] for t in combos.params)
+        if got not in combos.types:
+            raise ValueError(
+                f"{spec.name}: ({', '.join(combos.params)}) = ({', '.join(got)}) "
+                f"is not an allowed type combination (the types of {', '.join(binder[t] for t in combos.params)})"
+            )
+    return bound
+
+
 def infer_outputs(
     spec: OpSpec,
     inputs: Mapping[str, tuple[int | None, Shape]],
@@ -335,32 +370,7 @@ def infer_outputs(
     does not allow.
     """
     constraints = {c.name: c for c in spec.type_constraints}
-    bound: dict[str, int] = {}
-    for p in spec.inputs:
-        elem = inputs.get(p.name, (None, None))[0]
-        if elem is None:
-            continue
-        allowed = constraints[p.type].types if p.type in constraints else (p.type,)
-        if _ELEM_NAMES.get(elem) not in allowed:
-            raise ValueError(
-                f"{spec.name}: {p.name} has type {_ELEM_NAMES.get(elem, elem)}, not one of {allowed}"
-            )
-        if p.type not in constraints:
-            continue
-        if bound.setdefault(p.type, elem) != elem:
-            raise ValueError(
-                f"{spec.name}: {p.name} has type {_ELEM_NAMES[elem]}, but {p.type} "
-                f"is already bound to {_ELEM_NAMES[bound[p.type]]}"
-            )
-    combos = spec.allowed_type_combinations
-    if combos and all(t in bound for t in combos.params):
-        got = tuple(_ELEM_NAMES[bound[t]] for t in combos.params)
-        if got not in combos.types:
-            raise ValueError(
-                f"{spec.name}: ({', '.join(combos.params)}) = ({', '.join(got)}) "
-                f"is not an allowed type combination"
-            )
-
+    bound = bind_types(spec, {name: elem for name, (elem, _) in inputs.items()})
     for a in spec.attributes:
         if a.name in attrs and type(attrs[a.name]) is not _PYTHON_TYPES[a.type]:
             raise ValueError(f"{spec.name}: attribute '{a.name}' must be of type {a.type}")

@@ -15,7 +15,7 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
 
-from .opschema import load_op_specs
+from .opschema import bind_types, load_op_specs
 from .reference._opset import DOMAIN
 
 _LIBRARY_NAME = "libort_ascend_ops.so"
@@ -109,14 +109,30 @@ def _nodes(nodes: Sequence[onnx.NodeProto]):
                 yield from _nodes(sub.node)
 
 
-def check_attributes(model: onnx.ModelProto) -> None:
+def _value_types(model: onnx.ModelProto, names: set[str]) -> dict[str, int]:
+    """The element types of the values ``names`` (shape inference runs only for those that are
+    neither graph inputs nor initializers)."""
+    graph = model.graph
+    types = {v.name: v.type.tensor_type.elem_type for v in graph.input}
+    types |= {t.name: t.data_type for t in graph.initializer}
+    if names - types.keys():
+        inferred = onnx.shape_inference.infer_shapes(model)
+        types |= {v.name: v.type.tensor_type.elem_type for v in inferred.graph.value_info}
+    return {name: types[name] for name in names if types.get(name)}
+
+
+def check_nodes(model: onnx.ModelProto) -> None:
     """Raises ONNX Runtime's ``InvalidGraph`` for a node of ours with an attribute its op does not
-    have (a misspelt ``epsilon``, say): ORT's C API gives custom kernels no way to list a node's
-    attributes, so the library alone would ignore it."""
+    have (a misspelt ``epsilon``, say: ORT's C API gives custom kernels no way to list a node's
+    attributes, so the library alone would ignore it), or with input types the op's schema refuses
+    (ORT would only say that no kernel matches; this names the input and the rule)."""
     specs = load_op_specs()
-    for node in itertools.chain(_nodes(model.graph.node), *(_nodes(f.node) for f in model.functions)):
-        if node.domain != DOMAIN or node.op_type not in specs:
-            continue
+    ours = [
+        node
+        for node in itertools.chain(_nodes(model.graph.node), *(_nodes(f.node) for f in model.functions))
+        if node.domain == DOMAIN and node.op_type in specs
+    ]
+    for node in ours:
         known = {a.name for a in specs[node.op_type].attributes}
         for attr in node.attribute:
             if attr.name not in known:
@@ -124,6 +140,16 @@ def check_attributes(model: onnx.ModelProto) -> None:
                     f"{node.op_type} node '{node.name}': unknown attribute '{attr.name}'; "
                     f"{node.op_type} takes {', '.join(sorted(known)) or 'no attributes'}"
                 )
+    graph_nodes = {id(n) for n in _nodes(model.graph.node)}
+    in_graph = [n for n in ours if id(n) in graph_nodes]
+    types = _value_types(model, {name for n in in_graph for name in n.input if name})
+    for node in in_graph:
+        spec = specs[node.op_type]
+        inputs = {p.name: types.get(name) for p, name in zip(spec.inputs, node.input, strict=False) if name}
+        try:
+            bind_types(spec, inputs)
+        except ValueError as error:
+            raise InvalidGraph(f"{node.op_type} node '{node.name}': {error}") from None
 
 
 def make_session(
@@ -135,11 +161,12 @@ def make_session(
     options: ort.SessionOptions | None = None,
 ) -> Session:
     """A session for ``model`` with the native library registered unless ``native=False``. Nodes
-    of our domain are checked for unknown attributes first (``check_attributes``)."""
+    of our domain are checked for unknown attributes and refused input types first
+    (``check_nodes``)."""
     if options is None:
         options = session_options(threads=threads, native=native)
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
-    check_attributes(loaded)
+    check_nodes(loaded)
     source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     return Session(ort.InferenceSession(source, options, providers=list(providers)))
 

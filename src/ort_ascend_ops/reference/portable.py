@@ -60,7 +60,8 @@ def _choice(node: onnx.NodeProto, spec: OpSpec) -> tuple[str, object]:
     try:
         infer_outputs(spec, {name: (None, None) for name in present}, attribute_values(node), produced)
     except ValueError as error:
-        return "refusal", str(error)
+        # Printable, as the native kernels write it: the message becomes a node name.
+        return "refusal", "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(error))
     return "function", function_for(spec.name, present)
 
 

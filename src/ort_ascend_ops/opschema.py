@@ -321,10 +321,10 @@ def _same_shape(a: Shape, b: Shape) -> bool:
     )
 
 
-def bind_types(spec: OpSpec, elem_types: Mapping[str, int | None]) -> dict[str, int]:
+def bind_types(spec: OpSpec, elem_types: Mapping[str, int | None], combinations: bool = True) -> dict[str, int]:
     """The type parameters bound by the present inputs' element types (input name -> type, None
-    where unknown). Raises ValueError for a type or a combination of types the spec does not
-    allow, naming the input."""
+    where unknown). Raises ValueError for a type, or (unless ``combinations`` is false) a
+    combination of types, the spec does not allow, naming the input."""
     constraints = {c.name: c for c in spec.type_constraints}
     bound: dict[str, int] = {}
     binder: dict[str, str] = {}
@@ -346,7 +346,7 @@ def bind_types(spec: OpSpec, elem_types: Mapping[str, int | None]) -> dict[str, 
             )
         binder.setdefault(p.type, p.name)
     combos = spec.allowed_type_combinations
-    if combos and all(t in bound for t in combos.params):
+    if combinations and combos and all(t in bound for t in combos.params):
         got = tuple(_ELEM_NAMES[bound[t]] for t in combos.params)
         if got not in combos.types:
             raise ValueError(

@@ -20,11 +20,13 @@ from oracles import (
     assert_close,
     lightning_indexer_grad_inputs,
     rms_norm_grad_inputs,
+    rms_norm_grad_oracle,
     rope_inputs,
 )
 from ort_ascend_ops import attach_functions, function_protos, make_op_model, make_session, register_schemas
 from ort_ascend_ops.reference import checks, portable
 from ort_ascend_ops.reference.registry import FUNCTIONS, VARIANTS
+from ort_ascend_ops.training import build_training_model
 
 NEWEST = onnx.defs.onnx_opset_version()
 OPSETS = list(range(18, NEWEST + 1))
@@ -274,3 +276,40 @@ def test_every_variant_is_emitted_with_its_rules_resolved():
         for overload, function in variants.values():
             root = emitter.emit(function, op, overload)
             assert (root.name, root.overload) == (op, overload)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_training_graphs_build_and_run_at_every_opset(opset, rng):
+    # The two-node model (MatMul, ReduceMean), with an RmsNorm between for our functions.
+    x, w = rng.standard_normal((4, 8)).astype(F32), rng.standard_normal((8, 8)).astype(F32)
+    gamma = rng.standard_normal(8).astype(F32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("RmsNorm", ["h", "gamma"], ["y", ""], domain="ort_ascend_ops"),
+        helper.make_node("ReduceMean", ["y"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "block",
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, a.shape)
+            for n, a in (("x", x), ("w", w), ("gamma", gamma))
+        ],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("ort_ascend_ops", 1)]
+    )
+    training = build_training_model(model, loss="loss", wrt=["w", "gamma"])
+    feeds = {"x": x, "w": w, "gamma": gamma}
+    h = x.astype(np.float64) @ w
+    rstd = 1 / np.sqrt(np.mean(h * h, axis=-1, keepdims=True) + 1e-6)
+    dh, dgamma = rms_norm_grad_oracle(np.full(h.shape, 1 / h.size), h, rstd, gamma)
+    for native in (True, False):
+        loss, w_grad, gamma_grad = make_session(training, native=native).run(feeds)
+        y = h * rstd * gamma  # a mean of terms of both signs: its error is relative to theirs
+        assert abs(loss - np.mean(y)) <= TOL[F32] * np.mean(np.abs(y))
+        assert_close(gamma_grad, dgamma, TOL[F32])
+        # Each row of dh sums to about 0 (the gradient of a normalized row's mean), so the float32
+        # products cancel: 1e-4 of the float64 result.
+        assert_close(w_grad, x.astype(np.float64).T @ dh, 1e-4)

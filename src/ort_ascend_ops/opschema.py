@@ -28,6 +28,11 @@ ShapeRule = Callable[[Mapping[str, Shape], Mapping[str, object]], Shape]
 _ELEM_TYPES = {f"tensor({name.lower()})": value for name, value in TensorProto.DataType.items()}
 _ELEM_NAMES = {value: name for name, value in _ELEM_TYPES.items()}
 
+
+def elem_type(type_name: str) -> int:
+    """The ``TensorProto`` element type of a schema type such as ``tensor(float)``."""
+    return _ELEM_TYPES[type_name]
+
 _ATTR_TYPES = {  # name: (AttributeProto type, coercion to the Python type helper.get_attribute_value gives)
     "int": (AttributeProto.INT, int),
     "float": (AttributeProto.FLOAT, float),

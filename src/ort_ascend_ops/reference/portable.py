@@ -12,7 +12,7 @@ import onnx
 from onnx import helper
 from onnxscript import OnnxFunction
 
-from ..opschema import OpSpec, attribute_values, infer_outputs, load_op_specs
+from ..opschema import OpSpec, attribute_values, elem_type, infer_outputs, load_op_specs
 from ._opset import DOMAIN, MIN_ONNX_OPSET, VERSION
 from .emit import Emitter
 from .registry import FUNCTIONS, HELPERS, function_for
@@ -67,12 +67,8 @@ def _choice(node: onnx.NodeProto, spec: OpSpec) -> tuple[str, object]:
 
 def _outputs(spec: OpSpec) -> list[tuple[str, int | str]]:
     """Each output with its element type, or the first required input that binds its type."""
-    elem = {t: v for t, v in onnx.TensorProto.DataType.items()}
     binds = {p.type: p.name for p in reversed(spec.inputs) if not p.optional}
-    return [
-        (p.name, binds[p.type] if p.type in binds else elem[p.type[len("tensor(") : -1].upper()])
-        for p in spec.outputs
-    ]
+    return [(p.name, binds[p.type] if p.type in binds else elem_type(p.type)) for p in spec.outputs]
 
 
 def attach_functions(model: onnx.ModelProto) -> onnx.ModelProto:

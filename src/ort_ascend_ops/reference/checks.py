@@ -14,7 +14,7 @@ types, ``ElemType`` tells them apart at run time by which probe values survive a
 through them.
 """
 
-from onnxscript import DOUBLE, INT64, script
+from onnxscript import BOOL, DOUBLE, INT64, script
 
 from ._opset import ascend, op
 
@@ -81,8 +81,7 @@ def IsIndexType(code):
 def All(flags):
     """Whether every one of the booleans ``flags`` (any shape, empty included) holds, as a scalar:
     a check's condition must be one even where a broken rule gives its operands odd shapes."""
-    broken = op.ReduceSum(op.Cast(op.Not(flags), to=INT64.dtype), keepdims=0)
-    return op.Equal(broken, op.Constant(value_int=0))
+    return op.Cast(op.ReduceProd(op.Cast(flags, to=INT64.dtype), keepdims=0), to=BOOL.dtype)
 
 
 @script(opset=ascend, default_opset=op)

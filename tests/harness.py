@@ -14,10 +14,10 @@ def run_op(op_name, inputs, attrs=None, *, native=True, threads=None):
     return make_session(model, native=native, threads=threads).run(inputs)
 
 
-def raw_model(op_name, inputs, outputs, attrs=None):
+def raw_model(op_name, inputs, outputs, attrs=None, with_functions=True):
     """A single-node model built without the schema's checks, for inputs the schema would refuse:
     ``inputs`` maps names to arrays (their dtypes become the graph's types, shapes are dynamic),
-    ``outputs`` maps names to NumPy dtypes."""
+    ``outputs`` maps names to NumPy dtypes; with the reference functions unless told not."""
 
     def info(name, dtype, rank):
         elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -35,7 +35,7 @@ def raw_model(op_name, inputs, outputs, attrs=None):
         opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid("ort_ascend_ops", 1)],
         ir_version=10,
     )
-    return attach_functions(model)
+    return attach_functions(model) if with_functions else model
 
 
 def run_raw(op_name, inputs, outputs, attrs=None):

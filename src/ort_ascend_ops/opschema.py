@@ -33,6 +33,7 @@ def elem_type(type_name: str) -> int:
     """The ``TensorProto`` element type of a schema type such as ``tensor(float)``."""
     return _ELEM_TYPES[type_name]
 
+
 _ATTR_TYPES = {  # name: (AttributeProto type, coercion to the Python type helper.get_attribute_value gives)
     "int": (AttributeProto.INT, int),
     "float": (AttributeProto.FLOAT, float),
@@ -326,7 +327,9 @@ def _same_shape(a: Shape, b: Shape) -> bool:
     )
 
 
-def bind_types(spec: OpSpec, elem_types: Mapping[str, int | None], combinations: bool = True) -> dict[str, int]:
+def bind_types(
+    spec: OpSpec, elem_types: Mapping[str, int | None], combinations: bool = True
+) -> dict[str, int]:
     """The type parameters bound by the present inputs' element types (input name -> type, None
     where unknown). Raises ValueError for a type, or (unless ``combinations`` is false) a
     combination of types, the spec does not allow, naming the input."""

@@ -148,7 +148,7 @@ def test_bench_peers_compute_what_the_ops_compute():
     qkw = {name: inputs[name] for name in ("query", "key", "weights")}
     _, values = native("LightningIndexer", qkw, sparse_mode=0, sparse_count=8)
     top = lightning_indexer.torch_indexer(*map(torch.from_numpy, qkw.values()), 8)
-    np.testing.assert_allclose(top.values, values)
+    np.testing.assert_allclose(top.values, values, atol=1e-6)  # float32 sums in different orders
     ours = native("LightningIndexerGrad", inputs, head_num=4, sparse_mode=0)
     indices = torch.from_numpy(inputs["sparse_indices"].astype(np.int64))
     scores = functools.partial(lightning_indexer_grad.torch_selected_scores, indices=indices)

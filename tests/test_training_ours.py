@@ -58,10 +58,10 @@ def loss_model(nodes, feeds, out, out_dtype, extra=None):
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
 
 
-def train(model, wrt):
+def train(model, wrt, fuse=True):
     """The training model, checked: checker, strict shape inference, one `<name>_grad` output per
     wrt value with the value's type and shape."""
-    training = build_training_model(model, "loss", wrt)
+    training = build_training_model(model, "loss", wrt, fuse=fuse)
     onnx.checker.check_model(training)
     onnx.shape_inference.infer_shapes(training, strict_mode=True)
     types = {i.name: i.type for i in model.graph.input}
@@ -353,15 +353,17 @@ def rms_normalization_model(feeds, axis, epsilon=None):
     return loss_model([node], feeds, "y", feeds["x"].dtype)
 
 
+# Fused first (ort_ascend_ops.fuse), or through the standard op's own rule.
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "rule"])
 @pytest.mark.parametrize("epsilon", [None, 1e-3], ids=["eps-default", "eps"])
 @pytest.mark.parametrize("case", RMS_NORMALIZATION_CASES, ids=lambda c: f"axis{c[1]}")
 @pytest.mark.parametrize("t", [F32, F16, BF16], ids=lambda t: t.name)
-def test_rms_normalization(t, case, epsilon, rng):
+def test_rms_normalization(t, case, epsilon, fuse, rng):
     x_shape, axis, scale_shape = case
     x, scale = rng.standard_normal(x_shape).astype(t), rng.standard_normal(scale_shape).astype(t)
     feeds = {"x": x, "scale": scale, "R": loss_weights(rng, x_shape, t)}
     forward = rms_normalization_model(feeds, axis, epsilon)
-    training = train(forward, ["x", "scale"])
+    training = train(forward, ["x", "scale"], fuse)
     # Rewritten in place to our forward op, with its rstd output feeding RmsNormGrad.
     (norm,) = nodes_of(training, "RmsNorm")
     assert not nodes_of(training, "RMSNormalization") and norm.domain == DOMAIN
@@ -484,12 +486,13 @@ ROTARY_EMBEDDING_CASES = [
 ]
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "rule"])
 @pytest.mark.parametrize("interleaved, rank, with_positions, t", ROTARY_EMBEDDING_CASES)
-def test_rotary_embedding(interleaved, rank, with_positions, t, rng):
+def test_rotary_embedding(interleaved, rank, with_positions, t, fuse, rng):
     feeds = rotary_embedding_feeds(rng, t, rank, with_positions)
     rotary_dim = D if rank == 4 else 0  # the head size, spelled out, or 0
     forward = rotary_embedding_model(feeds, interleaved, rotary_dim)
-    training = train(forward, ["x"])
+    training = train(forward, ["x"], fuse)
     (node,) = nodes_of(training, "RotaryPositionEmbeddingGrad")
     assert (
         len(node.input) == 4
@@ -529,7 +532,11 @@ def test_rotary_embedding_partial_rotation_is_refused(rng):
 
 
 @pytest.mark.parametrize("cache", ["cos_cache", "sin_cache"])
-def test_rotary_embedding_cache_gradients_are_refused(cache, rng):
+def test_rotary_embedding_cache_gradients(cache, rng):
+    # The standard op's rule refuses them; fused, our op's dcos and dsin give them.
     feeds = rotary_embedding_feeds(rng, F32, 3, False)
+    forward = rotary_embedding_model(feeds, 1)
     with pytest.raises(GradientError, match="RotaryEmbedding node 'rope'.*cos_cache and sin_cache"):
-        build_training_model(rotary_embedding_model(feeds, 1), "loss", ["x", cache])
+        build_training_model(forward, "loss", ["x", cache], fuse=False)
+    grads = grads_of(train(forward, ["x", cache]), feeds)
+    assert_finite_differences(forward, feeds, grads, rng, h=1e-2, rtol=2e-4)

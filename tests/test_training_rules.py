@@ -1,11 +1,18 @@
 """Gradient rules of the standard ops: each op alone in a float64 model whose loss is
 sum(output * R) (R random), differentiated by build_training_model and checked against central
-finite differences of the loss; a small MLP against a NumPy float64 backprop; and the errors."""
+finite differences of the loss, and built at every opset from 18; the loss ops and a small MLP
+against NumPy float64 gradients; and the errors."""
+
+import math
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
+import onnx.inliner
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from onnx.reference.op_run import OpRun
 
 from ort_ascend_ops import make_session
 from ort_ascend_ops.training import RULES, GradientError, build_training_model
@@ -24,6 +31,30 @@ def _normal(shape):
 def _away_from_zero(shape):
     # Relu's kink and ReduceMax's ties would make finite differences meaningless.
     return lambda rng: rng.choice([-1, 1], shape) * rng.uniform(0.2, 2.0, shape)
+
+
+def _away_from(shape, *points):
+    # Clip's kinks at its bounds, likewise: values at least 0.1 from each point (0.3 apart or more).
+    def make(rng):
+        x = rng.uniform(-2.0, 2.0, shape)
+        for p in points:
+            x = np.where(np.abs(x - p) < 0.1, x + 0.2, x)
+        return x
+
+    return make
+
+
+def _fixed(value):
+    return lambda rng: np.array(value, np.float64)
+
+
+# Max and Min ties: where both inputs are equal each gets half of the gradient, which is what
+# central differences moving one input at a time see too.
+TIED_A = [[0.5, -1.0, 2.0], [0.25, 1.5, -0.75]]
+TIED_B = [[0.5, -2.0, 2.0], [1.25, 1.5, -1.75]]
+SCE = "SoftmaxCrossEntropyLoss"
+NLL = "NegativeLogLikelihoodLoss"
+ND_LABELS = np.array([[[0, 2], [-100, 1]], [[2, 2], [1, -100]]])
 
 
 # (id, op, differentiable inputs: name -> generator, constant inputs: name -> array, attrs, outputs)
@@ -108,19 +139,218 @@ CASES = [
     ),
     ("gather", "Gather", {"a": _normal((5, 3))}, {"indices": np.array([[0, 4], [-1, 0]])}, {"axis": 0}, 1),
     ("gather-axis-1", "Gather", {"a": _normal((2, 4))}, {"indices": np.array([3, 3, 1])}, {"axis": 1}, 1),
+    ("reciprocal", "Reciprocal", {"a": _away_from_zero((2, 3))}, {}, {}, 1),
+    ("abs", "Abs", {"a": _away_from_zero((3, 4))}, {}, {}, 1),
+    ("sin", "Sin", {"a": _normal((2, 3))}, {}, {}, 1),
+    ("cos", "Cos", {"a": _normal((2, 3))}, {}, {}, 1),
+    ("erf", "Erf", {"a": _normal((2, 3))}, {}, {}, 1),
+    ("gelu", "Gelu", {"a": _normal((3, 4))}, {}, {}, 1),
+    ("gelu-tanh", "Gelu", {"a": _normal((3, 4))}, {}, {"approximate": "tanh"}, 1),
+    ("softplus", "Softplus", {"a": _normal((3, 4))}, {}, {}, 1),
+    ("cast-like", "CastLike", {"a": _normal((2, 3))}, {"like": np.array(0.0)}, {}, 1),
+    ("max-broadcast", "Max", {"a": _normal((2, 3)), "b": _normal((3,)), "c": _normal((1, 1))}, {}, {}, 1),
+    ("max-ties", "Max", {"a": _fixed(TIED_A), "b": _fixed(TIED_B)}, {}, {}, 1),
+    ("min-broadcast", "Min", {"a": _normal((2, 1, 3)), "b": _normal((4, 1))}, {}, {}, 1),
+    ("min-one-input", "Min", {"a": _normal((3,))}, {}, {}, 1),
+    ("min-ties-constant", "Min", {"a": _fixed(TIED_A)}, {"b": np.array(TIED_B)}, {}, 1),
+    (
+        "clip",
+        "Clip",
+        {"a": _away_from((3, 4), -0.5, 0.5)},
+        {"min": np.array(-0.5), "max": np.array(0.5)},
+        {},
+        1,
+    ),
+    ("clip-min-only", "Clip", {"a": _away_from((3, 4), -0.5)}, {"min": np.array(-0.5)}, {}, 1),
+    ("clip-max-only", "Clip", {"a": _away_from((3, 4), 0.5)}, {"max": np.array(0.5)}, {}, 1),
+    ("clip-no-bounds", "Clip", {"a": _normal((2, 3))}, {}, {}, 1),
+    (
+        "clip-bounds-differentiable",
+        "Clip",
+        {"a": _away_from((3, 4), -0.5, 0.5), "min": _fixed(-0.5), "max": _fixed(0.5)},
+        {},
+        {},
+        1,
+    ),
+    (
+        "clip-crossed-bounds",
+        "Clip",
+        {"a": _normal((2, 3)), "min": _fixed(0.5), "max": _fixed(-0.5)},
+        {},
+        {},
+        1,
+    ),
+    ("reduce-l2", "ReduceL2", {"a": _normal((2, 3, 4))}, {"axes": np.array([1])}, {"keepdims": 0}, 1),
+    ("reduce-l2-all", "ReduceL2", {"a": _normal((2, 3))}, {}, {}, 1),
+    ("reduce-l2-noop", "ReduceL2", {"a": _away_from_zero((2, 3))}, {}, {"noop_with_empty_axes": 1}, 1),
+    (
+        "reduce-sum-square",
+        "ReduceSumSquare",
+        {"a": _normal((2, 3, 4))},
+        {"axes": np.array([0, -1])},
+        {"keepdims": 0},
+        1,
+    ),
+    ("reduce-sum-square-keepdims", "ReduceSumSquare", {"a": _normal((2, 3))}, {"axes": np.array([1])}, {}, 1),
+    ("pad", "Pad", {"a": _normal((2, 3))}, {"pads": np.array([1, 0, 2, 3])}, {}, 1),
+    (
+        "pad-crop-axes-value",  # crops one element of axis 2 at the start and one of axis 0 at the end
+        "Pad",
+        {"a": _normal((2, 3, 4)), "value": _fixed(1.5)},
+        {"pads": np.array([-1, 1, 1, -1]), "axes": np.array([2, 0])},
+        {},
+        1,
+    ),
+    ("tile", "Tile", {"a": _normal((2, 1, 3))}, {"repeats": np.array([2, 3, 1])}, {}, 1),
+    (
+        "scatter-nd-rows",
+        "ScatterND",
+        {"a": _normal((4, 3)), "b": _normal((2, 3))},
+        {"indices": np.array([[1], [3]])},
+        {},
+        1,
+    ),
+    (
+        "scatter-nd-elements-add",
+        "ScatterND",
+        {"a": _normal((4, 3)), "b": _normal((3,))},
+        {"indices": np.array([[0, 1], [2, 2], [0, 1]])},
+        {"reduction": "add"},
+        1,
+    ),
+    (
+        "gather-elements",
+        "GatherElements",
+        {"a": _normal((3, 4))},
+        {"indices": np.array([[0, 2, -1, 1], [2, 2, 0, 0]])},
+        {"axis": 0},
+        1,
+    ),
+    (
+        "gather-elements-axis-last",
+        "GatherElements",
+        {"a": _normal((2, 3))},
+        {"indices": np.array([[1, 1, 1, 0], [2, -3, 0, 0]])},
+        {"axis": -1},
+        1,
+    ),
+    ("sce-mean", SCE, {"a": _normal((4, 3))}, {"labels": np.array([0, 2, 1, 2])}, {}, 1),
+    (
+        "sce-mean-weights-ignore",
+        SCE,
+        {"a": _normal((5, 3))},
+        {"labels": np.array([0, 1, 2, 1, 2]), "weights": np.array([0.5, 2.0, 1.5])},
+        {"ignore_index": 1},
+        1,
+    ),
+    (
+        "sce-sum-int32-ignore-outside",  # the ignored label is no class
+        SCE,
+        {"a": _normal((4, 3))},
+        {"labels": np.array([0, -100, 2, 1], np.int32)},
+        {"reduction": "sum", "ignore_index": -100},
+        1,
+    ),
+    (
+        "sce-none-nd-weights-log-prob",
+        SCE,
+        {"a": _normal((2, 3, 2, 2))},
+        {"labels": ND_LABELS, "weights": np.array([1.5, 0.5, 2.0])},
+        {"reduction": "none", "ignore_index": -100},
+        2,
+    ),
+    (
+        "sce-mean-nd-log-prob",
+        SCE,
+        {"a": _normal((2, 4, 3))},
+        {"labels": np.array([[0, 3, 1], [2, 2, -1]])},
+        {"ignore_index": -1},
+        2,
+    ),
+    ("nll-mean", NLL, {"a": _normal((4, 3))}, {"labels": np.array([2, 0, 1, 1])}, {}, 1),
+    (
+        "nll-mean-weights-ignore",
+        NLL,
+        {"a": _normal((5, 3))},
+        {"labels": np.array([0, 1, 2, 0, 2]), "weights": np.array([0.5, 2.0, 1.5])},
+        {"ignore_index": 0},
+        1,
+    ),
+    (
+        "nll-sum-nd-int32",
+        NLL,
+        {"a": _normal((2, 3, 4))},
+        {"labels": np.array([[0, 2, 2, 1], [1, 0, 2, 0]], np.int32)},
+        {"reduction": "sum"},
+        1,
+    ),
+    (
+        "nll-none-nd-ignore",
+        NLL,
+        {"a": _normal((2, 3, 2, 2))},
+        {"labels": ND_LABELS},
+        {"reduction": "none", "ignore_index": -100},
+        1,
+    ),
 ]
-INT_CONSTANTS = {"axes", "shape", "split", "starts", "ends", "steps", "indices"}
+# The node's inputs by name, where differentiable and constant ones interleave or optional ones
+# are left out ("" for a name neither gives); other ops take the differentiable inputs first.
+INPUT_ORDER = {
+    "Where": ["cond", "a", "b"],
+    "Clip": ["a", "min", "max"],
+    "Pad": ["a", "pads", "value", "axes"],
+    "ScatterND": ["a", "indices", "b"],
+    SCE: ["a", "labels", "weights"],
+    NLL: ["a", "labels", "weights"],
+}
+# ONNX Runtime's CPU has no float64 kernel for these: their float64 models run on onnx.reference.
+NO_FLOAT64_KERNEL = {"Erf", "Gelu", "Softplus"}
+
+
+def node_inputs(op, inputs, constants):
+    if op == "Mul" and len(inputs) == 1:
+        return ["a", "a"]
+    if op not in INPUT_ORDER:
+        return list(inputs) + list(constants)
+    names = [n if n in inputs or n in constants else "" for n in INPUT_ORDER[op]]
+    while names[-1] == "":
+        names.pop()
+    return names
+
+
+def initializer(name, value):
+    """Integer and bool constants keep their type; the others are float64."""
+    value = np.asarray(value)
+    if value.dtype.kind not in "iub":
+        value = value.astype(np.float64)
+    return numpy_helper.from_array(value, name)
+
+
+class Erf(OpRun):
+    """onnx.reference's Erf rounds to float32: finite differences need float64 (Gelu is expanded
+    to its function body, so that it takes this one too)."""
+
+    op_domain = ""
+
+    def _run(self, x):
+        return (np.vectorize(math.erf, otypes=[x.dtype])(x),)
+
+
+def session(model):
+    """An ONNX Runtime session, or onnx.reference for the float64 ops ONNX Runtime lacks."""
+    float64 = any(i.type.tensor_type.elem_type == F64 for i in model.graph.input)
+    if float64 and any(n.op_type in NO_FLOAT64_KERNEL for n in model.graph.node):
+        gelu = [("", "Gelu")]
+        expanded = onnx.inliner.inline_selected_functions(model, gelu, inline_schema_functions=True)
+        evaluator = ReferenceEvaluator(expanded, new_ops=[Erf])
+        return SimpleNamespace(run=lambda feeds: evaluator.run(None, feeds))
+    return make_session(model)
 
 
 def single_op_model(op, inputs, constants, attrs, outputs, output_shapes):
     """loss = sum_i ReduceSum(output_i * r_i) over the first `outputs` outputs of one `op` node."""
-    names = list(inputs) + list(constants)
-    if op == "Mul" and len(inputs) == 1:
-        names = ["a", "a"]
-    if op == "Where":
-        names = ["cond", "a", "b"]
     total = len(output_shapes)
-    node = helper.make_node(op, names, [f"y{i}" for i in range(total)], **attrs)
+    node = helper.make_node(op, node_inputs(op, inputs, constants), [f"y{i}" for i in range(total)], **attrs)
     nodes, terms = [node], []
     for i in range(outputs):
         nodes.append(helper.make_node("Mul", [f"y{i}", f"r{i}"], [f"t{i}"]))
@@ -129,41 +359,25 @@ def single_op_model(op, inputs, constants, attrs, outputs, output_shapes):
     nodes.append(helper.make_node("Sum", terms, ["loss"]))
     graph_inputs = [helper.make_tensor_value_info(n, F64, a.shape) for n, a in inputs.items()]
     graph_inputs += [helper.make_tensor_value_info(f"r{i}", F64, output_shapes[i]) for i in range(outputs)]
-    initializers = [
-        numpy_helper.from_array(
-            np.asarray(v, np.int64 if n in INT_CONSTANTS else (bool if v.dtype == bool else np.float64)), n
-        )
-        for n, v in constants.items()
-    ]
+    initializers = [initializer(n, v) for n, v in constants.items()]
     graph = helper.make_graph(
         nodes, op, graph_inputs, [helper.make_tensor_value_info("loss", F64, [])], initializers
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
 
 
-def output_shapes(op, inputs, constants, attrs):
-    names = list(inputs) + list(constants)
-    if op == "Mul" and len(inputs) == 1:
-        names = ["a", "a"]
-    if op == "Where":
-        names = ["cond", "a", "b"]
-    count = 2 if op == "Split" else 1
-    node = helper.make_node(op, names, [f"y{i}" for i in range(count)], **attrs)
+def output_shapes(op, inputs, constants, attrs, outputs):
+    count = 2 if op == "Split" else outputs
+    node = helper.make_node(op, node_inputs(op, inputs, constants), [f"y{i}" for i in range(count)], **attrs)
     graph = helper.make_graph(
         [node],
         op,
         [helper.make_tensor_value_info(n, F64, a.shape) for n, a in inputs.items()],
         [helper.make_tensor_value_info(f"y{i}", F64, None) for i in range(count)],
-        [
-            numpy_helper.from_array(
-                np.asarray(v, np.int64 if n in INT_CONSTANTS else (bool if v.dtype == bool else np.float64)),
-                n,
-            )
-            for n, v in constants.items()
-        ],
+        [initializer(n, v) for n, v in constants.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
-    return [y.shape for y in make_session(model, native=False).run(inputs)]
+    return [y.shape for y in session(model).run(inputs)]
 
 
 def central_differences(session, feeds, name, step=1e-6):
@@ -183,12 +397,12 @@ def central_differences(session, feeds, name, step=1e-6):
 )
 def test_rule_matches_finite_differences(op, generators, constants, attrs, outputs, rng):
     inputs = {name: make(rng) for name, make in generators.items()}
-    shapes = output_shapes(op, inputs, constants, attrs)
+    shapes = output_shapes(op, inputs, constants, attrs, outputs)
     model = single_op_model(op, inputs, constants, attrs, outputs, shapes)
     feeds = inputs | {f"r{i}": rng.standard_normal(shapes[i]) for i in range(outputs)}
     training = build_training_model(model, "loss", list(inputs))
-    results = make_session(training).run(feeds)
-    forward = make_session(model)
+    results = session(training).run(feeds)
+    forward = session(model)
     for name, grad in zip(inputs, results[1:], strict=True):
         assert grad.shape == inputs[name].shape and grad.dtype == np.float64
         reference = central_differences(forward, feeds, name)
@@ -214,12 +428,12 @@ def as_float32(model):
 def test_float32_rule_matches_float64(op, generators, constants, attrs, outputs, rng):
     # The rules' constants take the value's type: float32 gradients agree with float64 ones.
     inputs = {name: make(rng) for name, make in generators.items()}
-    shapes = output_shapes(op, inputs, constants, attrs)
+    shapes = output_shapes(op, inputs, constants, attrs, outputs)
     model = single_op_model(op, inputs, constants, attrs, outputs, shapes)
     feeds = inputs | {f"r{i}": rng.standard_normal(shapes[i]) for i in range(outputs)}
-    reference = make_session(build_training_model(model, "loss", list(inputs))).run(feeds)
+    reference = session(build_training_model(model, "loss", list(inputs))).run(feeds)
     single = {name: a.astype(np.float32) for name, a in feeds.items()}
-    results = make_session(build_training_model(as_float32(model), "loss", list(inputs))).run(single)
+    results = session(build_training_model(as_float32(model), "loss", list(inputs))).run(single)
     for out, ref in zip(results, reference, strict=True):
         assert out.dtype == np.float32
         assert np.linalg.norm(out - ref) <= 1e-5 * max(np.linalg.norm(ref), 1e-6)
@@ -231,11 +445,17 @@ def test_every_standard_rule_is_exercised():
     assert standard <= tested | {"Cast"}
 
 
-def test_cast_round_trip(rng):
+@pytest.mark.parametrize("op", ["Cast", "CastLike"])
+def test_cast_round_trip(op, rng):
     # float32 -> float64 -> loss: the gradient comes back as float32.
     x = rng.standard_normal((3, 4)).astype(np.float32)
+    cast = (
+        helper.make_node("Cast", ["x"], ["xd"], to=F64)
+        if op == "Cast"
+        else helper.make_node("CastLike", ["x", "like"], ["xd"])
+    )
     nodes = [
-        helper.make_node("Cast", ["x"], ["xd"], to=F64),
+        cast,
         helper.make_node("Mul", ["xd", "r"], ["t"]),
         helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
     ]
@@ -247,12 +467,185 @@ def test_cast_round_trip(rng):
             helper.make_tensor_value_info("r", F64, [3, 4]),
         ],
         [helper.make_tensor_value_info("loss", F64, [])],
+        [initializer("like", np.array(0.0))],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
     r = rng.standard_normal((3, 4))
     _, grad = make_session(build_training_model(model, "loss", ["x"])).run({"x": x, "r": r})
     assert grad.dtype == np.float32
     np.testing.assert_allclose(grad, r.astype(np.float32), rtol=1e-7)
+
+
+NEWEST = onnx.defs.onnx_opset_version()
+
+
+@pytest.mark.parametrize(
+    ("op", "generators", "constants", "attrs", "outputs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_backward_builds_at_every_opset(op, generators, constants, attrs, outputs, rng):
+    # The training model keeps the forward model's opset, so the rules may emit only ops valid
+    # at each one from 18 (the first the op exists at) on: build_training_model's checker and
+    # strict shape inference refuse any other.
+    inputs = {name: make(rng) for name, make in generators.items()}
+    model = single_op_model(
+        op, inputs, constants, attrs, outputs, output_shapes(op, inputs, constants, attrs, outputs)
+    )
+    for opset in [v for v in range(18, NEWEST + 1) if onnx.defs.has(op, v)]:
+        model.opset_import[0].version = opset
+        model.ir_version = helper.find_min_ir_version_for(list(model.opset_import))
+        build_training_model(model, "loss", list(inputs))
+
+
+# Scores' shape, labels, class weights and ignore_index of the loss ops; the last has an ignored
+# label that is no class, and spatial axes.
+LOSS_VARIANTS = {
+    "plain": ((5, 4), np.array([0, 3, 1, 1, 2]), None, None),
+    "ignore": ((5, 4), np.array([0, 2, 1, 2, 3]), None, 2),
+    "weights-ignore": ((5, 4), np.array([0, 2, 1, 2, 3]), np.array([0.5, 2.0, 1.5, 1.0]), 2),
+    "nd-ignore-outside": (
+        (2, 4, 3),
+        np.array([[0, -100, 3], [1, 1, -100]]),
+        np.array([1.0, 0.5, 2.0, 1.5]),
+        -100,
+    ),
+}
+
+
+def loss_oracle(op, x, labels, weights, ignore_index, reduction, r):
+    """sum(loss * r) and its gradient w.r.t. x from the formulas of PyTorch's F.nll_loss and
+    F.cross_entropy (ONNX's too): per label -w[label] log_prob[n, label, ...], with weight 0 for
+    ignored labels, 'mean' dividing by the total weight of the rest; the gradient
+    -c one_hot (NegativeLogLikelihoodLoss) and c (softmax - one_hot) (SoftmaxCrossEntropyLoss)
+    with c = w[label] dL/dloss, over the total weight for 'mean'."""
+    classes = x.shape[1]
+    shift = x - x.max(axis=1, keepdims=True)
+    softmax = np.exp(shift) / np.exp(shift).sum(axis=1, keepdims=True)
+    log_prob = np.log(softmax) if op == SCE else x
+    kept = labels != ignore_index if ignore_index is not None else np.ones(labels.shape, bool)
+    safe = np.where(kept, labels, 0)
+    w = (np.ones(classes) if weights is None else weights)[safe] * kept
+    one_hot = np.moveaxis(np.eye(classes)[safe], -1, 1)
+    losses = -w * np.take_along_axis(log_prob, safe[:, None], axis=1)[:, 0]
+    total = losses.sum() / w.sum() if reduction == "mean" else losses if reduction == "none" else losses.sum()
+    c = (r / w.sum() if reduction == "mean" else r) * w
+    grad = c[:, None] * (softmax - one_hot) if op == SCE else -c[:, None] * one_hot
+    return np.sum(total * r), grad
+
+
+@pytest.mark.parametrize("variant", LOSS_VARIANTS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("op", [SCE, NLL])
+def test_loss_gradient_matches_numpy(op, reduction, variant, rng):
+    shape, labels, weights, ignore_index = LOSS_VARIANTS[variant]
+    x = rng.standard_normal(shape)
+    constants = {"labels": labels} | ({} if weights is None else {"weights": weights})
+    attrs = {"reduction": reduction} | ({} if ignore_index is None else {"ignore_index": ignore_index})
+    loss_shape = labels.shape if reduction == "none" else ()
+    model = single_op_model(op, {"a": x}, constants, attrs, 1, [loss_shape])
+    r = rng.standard_normal(loss_shape)
+    loss, grad = make_session(build_training_model(model, "loss", ["a"])).run({"a": x, "r0": r})
+    expected_loss, expected_grad = loss_oracle(op, x, labels, weights, ignore_index, reduction, r)
+    assert loss == pytest.approx(expected_loss, rel=1e-12)
+    np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-14)
+
+
+def half_model(node, x, extra_inputs, out_shape):
+    """loss = ReduceSum(Cast(y, float) * r) of one float16 node y = node(x, ...)."""
+    nodes = [
+        node,
+        helper.make_node("Cast", ["y"], ["y32"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["y32", "r"], ["t"]),
+        helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "half",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT16, x.shape),
+            helper.make_tensor_value_info("r", TensorProto.FLOAT, out_shape),
+        ],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        extra_inputs,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
+def test_float16_sums_run_in_float32(rng):
+    # float16 gradients sum in float32: GatherElements' scatter-add (which ONNX Runtime's CPU
+    # takes in no float16) runs, and the mean loss's total weight over 3000 labels (past 2048 a
+    # float16 sum of ones stops growing; ONNX Runtime's CPU sums them exactly anyway) is right.
+    x = rng.standard_normal((3000, 4))
+    labels = rng.integers(0, 4, 3000)
+    weights = np.array([1.0, 0.5, 2.0, 1.5])
+    node = helper.make_node("SoftmaxCrossEntropyLoss", ["x", "labels", "weights"], ["y"])
+    inits = [initializer("labels", labels), numpy_helper.from_array(weights.astype(np.float16), "weights")]
+    model = half_model(node, x, inits, [])
+    r = np.array(1.0)
+    _, grad = make_session(build_training_model(model, "loss", ["x"])).run(
+        {"x": x.astype(np.float16), "r": r.astype(np.float32)}
+    )
+    _, expected = loss_oracle(SCE, x.astype(np.float16).astype(np.float64), labels, weights, None, "mean", r)
+    assert grad.dtype == np.float16
+    np.testing.assert_allclose(grad, expected, rtol=2e-2, atol=1e-6)
+
+    indices = rng.integers(-4, 4, (50, 4))  # each element picked about 12 times
+    node = helper.make_node("GatherElements", ["x", "indices"], ["y"], axis=1)
+    model = half_model(node, x[:50], [initializer("indices", indices)], [50, 4])
+    r = rng.standard_normal((50, 4))
+    _, grad = make_session(build_training_model(model, "loss", ["x"])).run(
+        {"x": x[:50].astype(np.float16), "r": r.astype(np.float32)}
+    )
+    expected = np.zeros((50, 4))
+    np.add.at(expected, (np.arange(50)[:, None], indices % 4), r.astype(np.float16).astype(np.float64))
+    assert grad.dtype == np.float16
+    np.testing.assert_allclose(grad, expected, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("pads", [[1, 0, 2, 3], [-1, 2, 0, -2]], ids=["padded", "cropped"])
+def test_pad_with_pads_known_at_run_time(pads, rng):
+    # Pads fed as an input: the rule computes the slice (and the padding back) at run time.
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["y"]),
+        helper.make_node("Mul", ["y", "y"], ["y2"]),
+        helper.make_node("ReduceSum", ["y2"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "pad",
+        [
+            helper.make_tensor_value_info("x", F64, [3, 4]),
+            helper.make_tensor_value_info("pads", TensorProto.INT64, [4]),
+        ],
+        [helper.make_tensor_value_info("loss", F64, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    feeds = {"x": rng.standard_normal((3, 4)), "pads": np.array(pads)}
+    _, grad = make_session(build_training_model(model, "loss", ["x"])).run(feeds)
+    np.testing.assert_allclose(
+        grad, central_differences(make_session(model), feeds, "x"), rtol=1e-6, atol=1e-8
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "constants", "attrs", "message"),
+    [
+        ("Pad", {"a": (2, 3)}, {"pads": np.array([1, 0, 1, 0])}, {"mode": "reflect"}, "mode 'reflect'"),
+        (
+            "ScatterND",
+            {"a": (4, 3), "b": (2, 3)},
+            {"indices": np.array([[1], [3]])},
+            {"reduction": "mul"},
+            "reduction 'mul'",
+        ),
+        (SCE, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
+    ],
+    ids=["pad-reflect", "scatter-nd-mul", "loss-weights"],
+)
+def test_gradients_refused_name_the_node(op, shapes, constants, attrs, message, rng):
+    inputs = {name: rng.uniform(0.5, 1.0, shape) for name, shape in shapes.items()}
+    model = single_op_model(op, inputs, constants, attrs, 1, output_shapes(op, inputs, constants, attrs, 1))
+    with pytest.raises(GradientError, match=f"{op} node 'y0'.*{message}"):
+        build_training_model(model, "loss", list(inputs))
 
 
 def mlp_model(batch_dim):
@@ -299,15 +692,53 @@ def test_mlp_matches_numpy_backprop(batch_dim, rng):
 
 def test_op_without_rule_is_named():
     model = mlp_model(5)
-    model.graph.node[2].op_type = "Erf"
+    model.graph.node[2].op_type = "Acos"
     model.graph.node[2].name = "activation"
-    with pytest.raises(GradientError, match="no gradient rule for ai.onnx::Erf \\(node 'activation'"):
+    with pytest.raises(GradientError, match="no gradient rule for ai.onnx::Acos \\(node 'activation'"):
         build_training_model(model, "loss", ["w1"])
+
+
+def test_every_op_without_rule_is_named_in_one_error():
+    model = mlp_model(5)
+    for index, op_type in ((1, "Acosh"), (2, "Acos"), (4, "Acos")):
+        model.graph.node[index].op_type = op_type
+        model.graph.node[index].name = f"{op_type.lower()}_{index}"
+    # One error, every op type once, with its first node.
+    with pytest.raises(GradientError) as error:
+        build_training_model(model, "loss", ["w1"])
+    assert "ai.onnx::Acosh (node 'acosh_1'), ai.onnx::Acos (node 'acos_2')" in str(error.value)
+    assert "acos_4" not in str(error.value)
+
+
+def test_ops_with_a_function_body_are_differentiated_through_it(rng):
+    # LayerNormalization has no rule; its schema's body is inlined and differentiated.
+    feeds = {"x": rng.standard_normal((3, 5)), "s": rng.standard_normal(5), "b": rng.standard_normal(5)}
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln"),
+        helper.make_node("ReduceSumSquare", ["y"], ["loss"], keepdims=0),
+    ]
+    inputs = [helper.make_tensor_value_info(k, F64, v.shape) for k, v in feeds.items()]
+    graph = helper.make_graph(nodes, "ln", inputs, [helper.make_tensor_value_info("loss", F64, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    training = build_training_model(model, "loss", ["x", "s"])
+    assert "LayerNormalization" not in {n.op_type for n in training.graph.node}
+    out = make_session(training).run(feeds)
+    x = feeds["x"]
+    xhat = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    y = xhat * feeds["s"] + feeds["b"]
+    dy = 2 * y
+    g = dy * feeds["s"]
+    dx = (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True)) / np.sqrt(
+        x.var(-1, keepdims=True) + 1e-5
+    )
+    # The body normalizes in float32 (stash_type 1).
+    np.testing.assert_allclose(out[1], dx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[2], (dy * xhat).sum(0), rtol=1e-5, atol=1e-6)
 
 
 def test_ops_off_the_path_need_no_rule(rng):
     model = mlp_model(5)
-    model.graph.node[2].op_type = "Erf"  # between w1 and the loss, not between w2 and it
+    model.graph.node[2].op_type = "Acos"  # between w1 and the loss, not between w2 and it
     training = build_training_model(model, "loss", ["w2"])
     assert [o.name for o in training.graph.output] == ["loss", "w2_grad"]
 

@@ -4,11 +4,13 @@
 - :func:`attach_functions`: attaches to a model the onnxscript reference implementations its
   nodes need, as ``FunctionProto``s, which make it portable to stock ONNX Runtime;
   :func:`function_protos` gives every op's.
+- :func:`fuse`: a model's RMSNorm and rotary patterns rewritten to our ops.
 - :func:`register_schemas`: the ops' schemas in ``onnx.defs`` (checker and shape inference).
 - :func:`make_session`: an ONNX Runtime session with the library, NumPy (and bfloat16) in and out;
   :func:`make_ascend_session` the same on an Ascend NPU (CANN execution provider, aclnn kernels).
 """
 
+from .fusion import fuse
 from .opschema import register_schemas
 from .reference import attach_functions, function_protos
 from .reference._opset import DOMAIN
@@ -30,6 +32,7 @@ __all__ = [
     "ascend_providers",
     "attach_functions",
     "function_protos",
+    "fuse",
     "get_library_path",
     "make_ascend_session",
     "make_op_model",

@@ -7,6 +7,7 @@ shape inference) and for the generated operator documentation.
 from __future__ import annotations
 
 import functools
+import threading
 import tomllib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -491,11 +492,16 @@ def _to_onnx_schema(spec: OpSpec) -> OpSchema:
     return schema
 
 
+_REGISTERING = threading.Lock()
+
+
 def register_schemas() -> None:
-    """Register every op's ONNX schema; ops already registered are left alone."""
-    for spec in _specs().values():
-        if not onnx.defs.has(spec.name, spec.since_version, spec.domain):
-            onnx.defs.register_schema(_to_onnx_schema(spec))
+    """Register every op's ONNX schema; ops already registered are left alone. Safe from any
+    thread (``make_session`` calls it for bfloat16 models): ONNX refuses a second registration."""
+    with _REGISTERING:
+        for spec in _specs().values():
+            if not onnx.defs.has(spec.name, spec.since_version, spec.domain):
+                onnx.defs.register_schema(_to_onnx_schema(spec))
 
 
 def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:

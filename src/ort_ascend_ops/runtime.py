@@ -15,6 +15,7 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
 
+from .bfloat16 import widen_bfloat16
 from .opschema import bind_types, load_op_specs
 from .reference._opset import DOMAIN
 
@@ -153,6 +154,10 @@ def check_nodes(model: onnx.ModelProto) -> None:
             raise InvalidGraph(f"{node.op_type} node '{node.name}': {error}") from None
 
 
+def _cpu_only(providers: Sequence[str | tuple[str, dict[str, str]]]) -> bool:
+    return all((p if isinstance(p, str) else p[0]) == "CPUExecutionProvider" for p in providers)
+
+
 def make_session(
     model: onnx.ModelProto | str | os.PathLike,
     *,
@@ -163,12 +168,24 @@ def make_session(
 ) -> Session:
     """A session for ``model`` with the native library registered unless ``native=False``. Nodes
     of our domain are checked for unknown attributes and refused input types first
-    (``check_nodes``)."""
+    (``check_nodes``). On the CPU alone (the default ``providers``), the standard ops that ONNX
+    Runtime's CPU has no bfloat16 kernel for (MatMul, Add, Softmax, ...) compute in float32
+    between casts, each result rounded to bfloat16 as PyTorch does (``widen_bfloat16``; a model
+    without bfloat16 goes to ONNX Runtime as it is). Not with other providers
+    (``make_ascend_session``): the NPU's kernels run bfloat16."""
     if options is None:
         options = session_options(threads=threads, native=native)
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
     check_nodes(loaded)
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    runnable = widen_bfloat16(loaded) if _cpu_only(providers) else loaded
+    if runnable is loaded:
+        source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    else:
+        source = runnable.SerializeToString()
+        if not isinstance(model, onnx.ModelProto):
+            # From bytes, ONNX Runtime finds the file's external data only when told where.
+            folder = str(Path(model).resolve().parent)
+            options.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
     return Session(ort.InferenceSession(source, options, providers=list(providers)))
 
 

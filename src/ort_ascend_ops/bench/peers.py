@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-TORCH_INSTALL = "pip install 'ort_ascend_ops[peers]' --extra-index-url https://download.pytorch.org/whl/cpu"
+TORCH_INSTALL = "pip install 'ort_ascend_ops[torch]' --extra-index-url https://download.pytorch.org/whl/cpu"
 STANDARD_OPSET = 23
 
 

@@ -3,7 +3,8 @@ this package's grad ops for its forward ops (and for the standard ``RMSNormaliza
 ``RotaryEmbedding``), and standard ops for the rest."""
 
 from .autodiff import build_training_model
+from .export import export_torch
 from .graph import GradientError
 from .rules import RULES
 
-__all__ = ["RULES", "GradientError", "build_training_model"]
+__all__ = ["RULES", "GradientError", "build_training_model", "export_torch"]

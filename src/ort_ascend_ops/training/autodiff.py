@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import onnx
+import onnx.inliner
 from onnx import helper
 
+from ..fusion import fold_constants
+from ..fusion import fuse as fuse_patterns
 from ..opschema import register_schemas
 from ..reference import attach_functions
 from ..reference._opset import DOMAIN, VERSION
@@ -28,18 +30,55 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def _prepared(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy carrying the reference functions and our domain, shape-inferred."""
+def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+
+
+def _prepared(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
+    """A copy, fused (or only constant-folded), carrying the reference functions and our domain,
+    shape-inferred."""
     register_schemas()
-    model = copy.deepcopy(model)
     if _default_opset(model) < _MIN_OPSET:
         raise GradientError(
             f"the model imports opset {_default_opset(model)}; the gradient rules need opset {_MIN_OPSET} "
             "or newer (onnx.version_converter.convert_version can update it)"
         )
+    model = fuse_patterns(model) if fuse else fold_constants(model)
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
-    return onnx.shape_inference.infer_shapes(attach_functions(model), strict_mode=True, data_prop=True)
+    return _inferred(attach_functions(model))
+
+
+def _without_rule(graph: onnx.GraphProto, on_path: set[str]) -> list[onnx.NodeProto]:
+    """The nodes between a wrt value and the loss that no gradient rule covers."""
+    return [
+        n
+        for n in graph.node
+        if (n.domain or "", n.op_type) not in RULES
+        and any(o in on_path for o in n.output)
+        and any(i in on_path for i in n.input)
+    ]
+
+
+def _has_body(node: onnx.NodeProto, opset: int) -> bool:
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
+    except onnx.defs.SchemaError:
+        return False
+    return schema.has_function or schema.has_context_dependent_function
+
+
+def _expanded(model: onnx.ModelProto, wrt: Sequence[str], loss: str) -> onnx.ModelProto:
+    """The model with every op on the path that has no rule but has a function body in its ONNX
+    schema (Attention, Gelu, LayerNormalization, ...) inlined into that body, whose ops the rules
+    differentiate."""
+    opset = _default_opset(model)
+    while True:
+        pending = _without_rule(model.graph, _on_path(model.graph, wrt, loss))
+        ops = sorted({(n.domain or "", n.op_type) for n in pending if _has_body(n, opset)})
+        if not ops:
+            return model
+        model = _inferred(onnx.inliner.inline_selected_functions(model, ops, inline_schema_functions=True))
 
 
 def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
@@ -65,12 +104,16 @@ def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
     return reached & feeding
 
 
-def build_training_model(model: onnx.ModelProto, loss: str, wrt: Sequence[str]) -> onnx.ModelProto:
+def build_training_model(
+    model: onnx.ModelProto, loss: str, wrt: Sequence[str], *, fuse: bool = True
+) -> onnx.ModelProto:
     """The training model of ``model``: outputs ``loss`` and ``<name>_grad`` for each name in
-    ``wrt`` (graph inputs or initializers), shaped and typed like the value. It carries the
+    ``wrt`` (graph inputs or initializers), shaped and typed like the value. ``fuse`` first
+    rewrites the model's norm and rotary patterns to our ops (``ort_ascend_ops.fuse``), whose
+    grad ops then differentiate them; without it constants are still folded. It carries the
     reference functions, so it runs on stock ONNX Runtime; with the native library registered
     the grad nodes run natively."""
-    model = _prepared(model)
+    model = _prepared(model, fuse)
     graph = model.graph
     declared = {v.name: v for v in [*graph.input, *graph.output, *graph.value_info]}
     initializers = {i.name for i in graph.initializer}
@@ -83,7 +126,17 @@ def build_training_model(model: onnx.ModelProto, loss: str, wrt: Sequence[str]) 
     for name in wrt:
         if name not in inputs:
             raise GradientError(f"'{name}' in wrt is neither a graph input nor an initializer")
+    model = _expanded(model, wrt, loss)
+    graph = model.graph
+    declared = {v.name: v for v in [*graph.input, *graph.output, *graph.value_info]}
     on_path = _on_path(graph, wrt, loss)
+    missing = _without_rule(graph, on_path)
+    if missing:
+        first = {}
+        for n in missing:
+            first.setdefault(f"{n.domain or 'ai.onnx'}::{n.op_type}", n.name or n.output[0])
+        listed = ", ".join(f"{op} (node '{name}')" for op, name in first.items())
+        raise GradientError(f"no gradient rule for {listed}, on the path from {list(wrt)} to '{loss}'")
     back = Backward(model, on_path)
     back.reserve(f"{name}_grad" for name in wrt)
     for name in wrt:
@@ -93,12 +146,6 @@ def build_training_model(model: onnx.ModelProto, loss: str, wrt: Sequence[str]) 
     path_nodes = [
         n for n in graph.node if any(o in on_path for o in n.output) and any(i in on_path for i in n.input)
     ]
-    for node in path_nodes:
-        if (node.domain or "", node.op_type) not in RULES:
-            raise GradientError(
-                f"no gradient rule for {node.domain or 'ai.onnx'}::{node.op_type} "
-                f"(node '{node.name or node.output[0]}', on the path from {list(wrt)} to '{loss}')"
-            )
 
     grads: dict[str, list[str]] = {}
     one = helper.make_tensor("value", back.elem_type(loss), [1], [1])

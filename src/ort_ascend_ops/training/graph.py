@@ -9,6 +9,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+# Sums in float16 and bfloat16 lose integers past 2048 and 256 (and ONNX Runtime's CPU
+# ScatterElements does not add them at all): rules sum them in float32.
+_HALF_TYPES = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
+
 
 class GradientError(ValueError):
     """The model cannot be differentiated as asked (the message names the node or value)."""
@@ -74,6 +78,12 @@ class Backward:
             raise ValueError(f"the rank of '{name}' is unknown; the gradient rules need it")
         return len(shape)
 
+    def accumulation_type(self, name: str) -> int:
+        """The element type to sum ``name``'s values in: float32 for float16 and bfloat16, else
+        the value's own."""
+        elem = self.elem_type(name)
+        return TensorProto.FLOAT if elem in _HALF_TYPES else elem
+
     def constant(self, name: str) -> np.ndarray | None:
         """The value of an initializer or Constant output, else None."""
         return self._constants.get(name)
@@ -109,6 +119,10 @@ class Backward:
     def scalar(self, value: float, like: str) -> str:
         """A scalar constant of ``like``'s element type."""
         return self.const(value, self.elem_type(like), hint="scalar")
+
+    def convert(self, name: str, source: int, target: int) -> str:
+        """``name`` (of element type ``source``) cast to ``target``; itself when they agree."""
+        return name if source == target else self.op("Cast", name, to=target)
 
     def shape_of(self, name: str) -> str:
         if name not in self._shapes:

@@ -3,7 +3,7 @@ gradient name (or None) per node input, built with :class:`..graph.Backward`. On
 ``backward.needs`` must get one."""
 
 from ...reference._opset import DOMAIN
-from . import elementwise, linalg, ours, reduce, shape
+from . import elementwise, linalg, loss, ours, reduce, shape
 
 RULES = {
     # ort_ascend_ops forward ops -> our grad ops.
@@ -47,4 +47,24 @@ RULES = {
     ("", "Split"): shape.split,
     ("", "Slice"): shape.slice_,
     ("", "Gather"): shape.gather,
+    # Standard ops of Hugging Face exports.
+    ("", "Reciprocal"): elementwise.reciprocal,
+    ("", "Abs"): elementwise.abs_,
+    ("", "Sin"): elementwise.sin,
+    ("", "Cos"): elementwise.cos,
+    ("", "Erf"): elementwise.erf,
+    ("", "Gelu"): elementwise.gelu,
+    ("", "Softplus"): elementwise.softplus,
+    ("", "Max"): elementwise.extremum,
+    ("", "Min"): elementwise.extremum,
+    ("", "Clip"): elementwise.clip,
+    ("", "CastLike"): elementwise.cast,
+    ("", "ReduceSumSquare"): reduce.reduce_sum_square,
+    ("", "ReduceL2"): reduce.reduce_l2,
+    ("", "Pad"): shape.pad,
+    ("", "Tile"): shape.tile,
+    ("", "ScatterND"): shape.scatter_nd,
+    ("", "GatherElements"): shape.gather_elements,
+    ("", "SoftmaxCrossEntropyLoss"): loss.softmax_cross_entropy_loss,
+    ("", "NegativeLogLikelihoodLoss"): loss.negative_log_likelihood_loss,
 }

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import onnx
 
-from ..graph import Backward, GradientError, node_label
+from ..graph import Backward, GradientError, attribute, node_label
 
 
 def _binary(b: Backward, node: onnx.NodeProto, grad_a, grad_b):
@@ -75,6 +77,76 @@ def relu(b, node, grads):
     return [b.op("Where", b.op("Greater", x, b.scalar(0.0, x)), grads[0], b.scalar(0.0, x))]
 
 
+def reciprocal(b, node, grads):
+    y = node.output[0]
+    return [b.op("Neg", b.op("Mul", grads[0], b.op("Mul", y, y)))]
+
+
+def abs_(b, node, grads):
+    # Sign(0) = 0: the zero subgradient at the kink, as torch.abs takes.
+    return [b.op("Mul", grads[0], b.op("Sign", node.input[0]))]
+
+
+def sin(b, node, grads):
+    return [b.op("Mul", grads[0], b.op("Cos", node.input[0]))]
+
+
+def cos(b, node, grads):
+    return [b.op("Neg", b.op("Mul", grads[0], b.op("Sin", node.input[0])))]
+
+
+def erf(b, node, grads):
+    # d erf(x) = 2/sqrt(pi) exp(-x^2).
+    x = node.input[0]
+    slope = b.op("Mul", b.scalar(2.0 / math.sqrt(math.pi), x), b.op("Exp", b.op("Neg", b.op("Mul", x, x))))
+    return [b.op("Mul", grads[0], slope)]
+
+
+def softplus(b, node, grads):
+    x = node.input[0]
+    return [b.op("Mul", grads[0], b.op("Sigmoid", x))]
+
+
+def gelu(b, node, grads):
+    """The slope is built from Erf or Tanh: the Gelu op itself (opset 20) is missing at opset 18."""
+    x, approximate = node.input[0], attribute(node, "approximate", "none")
+    if approximate == "none":
+        slope = _gelu_slope(b, x)
+    elif approximate == "tanh":
+        slope = _gelu_tanh_slope(b, x)
+    else:
+        raise GradientError(f"{node_label(node)}: no gradient for approximate='{approximate}'")
+    return [b.op("Mul", grads[0], slope)]
+
+
+def _gelu_slope(b: Backward, x: str) -> str:
+    # y = x Phi(x): dy = Phi(x) + x phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi = Phi'.
+    half = b.scalar(0.5, x)
+    cdf = b.op(
+        "Mul", half, b.op("Add", b.scalar(1.0, x), b.op("Erf", b.op("Mul", x, b.scalar(math.sqrt(0.5), x))))
+    )
+    pdf = b.op(
+        "Mul",
+        b.scalar(1.0 / math.sqrt(2.0 * math.pi), x),
+        b.op("Exp", b.op("Mul", b.op("Mul", x, x), b.scalar(-0.5, x))),
+    )
+    return b.op("Add", cdf, b.op("Mul", x, pdf))
+
+
+def _gelu_tanh_slope(b: Backward, x: str) -> str:
+    # y = x (1 + t) / 2, t = tanh(u), u = sqrt(2/pi) (x + c x^3):
+    # dy = (1 + t) / 2 + x (1 - t^2) u' / 2, u' = sqrt(2/pi) (1 + 3 c x^2).
+    c, k = 0.044715, math.sqrt(2.0 / math.pi)
+    square = b.op("Mul", x, x)
+    u = b.op("Mul", b.scalar(k, x), b.op("Add", x, b.op("Mul", b.scalar(c, x), b.op("Mul", square, x))))
+    t = b.op("Tanh", u)
+    du = b.op("Mul", b.scalar(k, x), b.op("Add", b.scalar(1.0, x), b.op("Mul", b.scalar(3.0 * c, x), square)))
+    one_plus = b.op("Add", b.scalar(1.0, x), t)
+    one_minus_square = b.op("Sub", b.scalar(1.0, x), b.op("Mul", t, t))
+    inner = b.op("Add", one_plus, b.op("Mul", b.op("Mul", x, one_minus_square), du))
+    return b.op("Mul", b.scalar(0.5, x), inner)
+
+
 def sigmoid(b, node, grads):
     y = node.output[0]
     return [b.op("Mul", grads[0], b.op("Mul", y, b.op("Sub", b.scalar(1.0, y), y)))]
@@ -97,8 +169,47 @@ def where(b, node, grads):
     return [None, *picked]
 
 
+def extremum(b, node, grads):
+    """Max, Min: g goes to the inputs equal to the output, shared equally among ties (two tied
+    inputs get g/2 each, as torch.maximum and torch.minimum give; it is also what central
+    differences see)."""
+    (g,), y = grads, node.output[0]
+    hits = [b.op("Cast", b.op("Equal", x, y), to=b.elem_type(y)) for x in node.input]
+    share = b.op("Div", g, b.total(hits, "ties"))
+    return [
+        b.sum_to(b.op("Mul", hit, share), b.shape(y), x) if b.needs(x) else None
+        for x, hit in zip(node.input, hits, strict=True)
+    ]
+
+
+def clip(b, node, grads):
+    """y = Min(Max(x, low), high) for the bounds given, differentiated as written: a tie with a
+    bound passes g to x (as torch.clamp does), and a low bound above the high one sends all of g
+    to the high one (the output is high there)."""
+    (g,), x, y = grads, node.input[0], node.output[0]
+    low, high = (node.input[i] if len(node.input) > i and node.input[i] else None for i in (1, 2))
+
+    def masked(condition, value):
+        return b.op("Where", condition, value, b.scalar(0.0, x))
+
+    def bound_grad(bound, condition, value):  # condition: built only when the bound needs it
+        return b.sum_to(masked(condition(), value), b.shape(y), bound) if b.needs(bound) else None
+
+    through, grad_high = g, None
+    if high is not None:  # Min(raised, high): g to raised where raised <= high, to high elsewhere
+        raised = x if low is None else b.op("Max", x, low)
+        through = masked(b.op("LessOrEqual", raised, high), g)
+        grad_high = bound_grad(high, lambda: b.op("Greater", raised, high), g)
+    if low is None:
+        return [through, None, grad_high]
+    grad_low = bound_grad(low, lambda: b.op("Less", x, low), through)
+    return [masked(b.op("GreaterOrEqual", x, low), through), grad_low, grad_high]
+
+
 def cast(b, node, grads):
-    return [b.op("Cast", grads[0], to=b.elem_type(node.input[0]))]
+    """Cast and CastLike: the gradient cast back to x's type (CastLike's second input only gives
+    the type)."""
+    return [b.op("Cast", grads[0], to=b.elem_type(node.input[0]))] + [None] * (len(node.input) - 1)
 
 
 def identity(b, node, grads):

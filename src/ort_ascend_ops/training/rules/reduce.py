@@ -21,10 +21,14 @@ def softmax(b, node, grads):
 
 
 def log_softmax(b, node, grads):
-    # dx = g - softmax(x) sum(g) over the axis.
-    (g,), y = grads, node.output[0]
-    total = b.op("ReduceSum", g, b.const([_axis(b, node, -1)]), keepdims=1)
-    return [b.op("Sub", g, b.op("Mul", b.op("Exp", y), total))]
+    return [log_softmax_grad(b, grads[0], node.output[0], _axis(b, node, -1))]
+
+
+def log_softmax_grad(b: Backward, g: str, y: str, axis: int) -> str:
+    """The gradient reaching x of y = LogSoftmax(x) over ``axis`` (the loss rules share it):
+    g - softmax(x) sum(g) over the axis."""
+    total = b.op("ReduceSum", g, b.const([axis]), keepdims=1)
+    return b.op("Sub", g, b.op("Mul", b.op("Exp", y), total))
 
 
 def _reduced_axes(b: Backward, node: onnx.NodeProto) -> list[int] | None:
@@ -79,3 +83,24 @@ def reduce_max(b, node, grads):
     ties = b.op("ReduceSum", hit, b.const(axes), keepdims=1)
     share = b.op("Div", _spread(b, node, grads[0], axes), ties)
     return [b.op("Mul", hit, share), None]
+
+
+def _kept(b: Backward, node: onnx.NodeProto, value: str) -> str:
+    """An output-shaped ``value`` (g or y) with the reduced axes kept as size 1, so that it
+    broadcasts against x; itself when the node reduces nothing."""
+    axes = _reduced_axes(b, node)
+    return value if axes is None else _spread(b, node, value, axes)
+
+
+def reduce_sum_square(b, node, grads):
+    # dx = 2 x g; with nothing reduced y = x^2 elementwise, the same formula.
+    x = node.input[0]
+    return [b.op("Mul", b.op("Mul", x, b.scalar(2.0, x)), _kept(b, node, grads[0])), None]
+
+
+def reduce_l2(b, node, grads):
+    # dx = g x / y, taken as 0 where y = 0 (the subgradient torch.linalg.vector_norm takes).
+    x, y = node.input[0], node.output[0]
+    norm, zero = _kept(b, node, y), b.scalar(0.0, x)
+    scale = b.op("Div", _kept(b, node, grads[0]), norm)
+    return [b.op("Mul", x, b.op("Where", b.op("Equal", norm, zero), zero, scale)), None]

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import TensorProto, helper
 
-from ..graph import Backward, attribute
+from ..graph import Backward, GradientError, attribute, node_label
+
+_END = np.iinfo(np.int64).max  # a Slice end past every axis
 
 
 def transpose(b, node, grads):
@@ -47,16 +50,17 @@ def split(b, node, grads):
 
 def _scatter_back(b: Backward, x: str, g: str, select: Callable[[str], str], reduction: str) -> str:
     """The gradient of an op that picks elements of x: each element's flat index goes through the
-    same selection, and g is scattered back (added, where an element is picked twice)."""
+    same selection, and g is scattered back (added, in float32 for half types, where an element
+    is picked twice)."""
+    elem, acc = b.elem_type(x), b.accumulation_type(x)
     count = b.op("Size", x)
     flat = b.op("Range", b.const(0), count, b.const(1))
     picked = b.op("Reshape", select(b.op("Reshape", flat, b.shape_of(x))), b.const([-1]))
-    zero = helper.make_tensor("value", b.elem_type(x), [1], [0])
+    zero = helper.make_tensor("value", acc, [1], [0])
     zeros = b.op("ConstantOfShape", b.op("Reshape", count, b.const([1])), value=zero)
-    scattered = b.op(
-        "ScatterElements", zeros, picked, b.op("Reshape", g, b.const([-1])), axis=0, reduction=reduction
-    )
-    return b.op("Reshape", scattered, b.shape_of(x), hint=x)
+    updates = b.convert(b.op("Reshape", g, b.const([-1])), elem, acc)
+    scattered = b.op("ScatterElements", zeros, picked, updates, axis=0, reduction=reduction)
+    return b.op("Reshape", b.convert(scattered, acc, elem), b.shape_of(x), hint=x)
 
 
 def slice_(b, node, grads):
@@ -70,3 +74,77 @@ def gather(b, node, grads):
     axis = attribute(node, "axis", 0)
     grad = _scatter_back(b, x, grads[0], lambda idx: b.op("Gather", idx, indices, axis=axis), "add")
     return [grad, None]
+
+
+def gather_elements(b, node, grads):
+    x, indices = node.input
+    axis = attribute(node, "axis", 0)
+    grad = _scatter_back(b, x, grads[0], lambda idx: b.op("GatherElements", idx, indices, axis=axis), "add")
+    return [grad, None]
+
+
+def scatter_nd(b, node, grads):
+    """With reduction 'none' the elements of data that updates overwrite get no gradient; with
+    'add' all of g reaches data. updates get g at their indices either way."""
+    (g,), (data, indices, updates) = grads, node.input
+    reduction = attribute(node, "reduction", "none")
+    if reduction not in ("none", "add"):
+        raise GradientError(f"{node_label(node)}: no gradient for reduction '{reduction}'")
+    grad_data = None
+    if b.needs(data):
+        grad_data = g if reduction == "add" else b.op("ScatterND", g, indices, b.zeros_like(updates))
+    grad_updates = b.op("GatherND", g, indices) if b.needs(updates) else None
+    return [grad_data, None, grad_updates]
+
+
+def tile(b, node, grads):
+    """y holds r_i copies of x along each axis i: g seen as [r_0, d_0, r_1, d_1, ...] summed
+    over the r axes. The shape is built at run time, so repeats and x's shape may be dynamic."""
+    (g,), (x, repeats) = grads, node.input
+    column = b.const([1])
+    pairs = b.op(
+        "Concat", b.op("Unsqueeze", repeats, column), b.op("Unsqueeze", b.shape_of(x), column), axis=1
+    )
+    blocks = b.op("Reshape", g, b.op("Reshape", pairs, b.const([-1])))
+    copies = b.const(list(range(0, 2 * b.rank(x), 2)))
+    return [b.op("ReduceSum", blocks, copies, keepdims=0, hint=x), None]
+
+
+def pad(b, node, grads):
+    """Constant mode only: x's gradient is g with the padding sliced off (and zeros padded back
+    where negative pads cropped x); the constant value gets the sum of g over the padding."""
+    mode = attribute(node, "mode", "constant")
+    if mode != "constant":
+        raise GradientError(f"{node_label(node)}: no gradient for Pad mode '{mode}' (only 'constant')")
+    (g,), x = grads, node.input[0]
+    value, axes = (node.input[i] if len(node.input) > i and node.input[i] else None for i in (2, 3))
+    axes = (
+        b.const(list(range(b.rank(x))))
+        if axes is None
+        else b.convert(axes, b.elem_type(axes), TensorProto.INT64)
+    )
+    starts, ends, uncrop = _unpad_amounts(b, node.input[1])
+    restored = g if uncrop is None else b.op("Pad", g, uncrop, "", axes)
+    grad = b.op("Slice", restored, starts, ends, axes, hint=x)
+    grad_value = None
+    if value is not None and b.needs(value):
+        padding = b.op("Sub", b.op("ReduceSum", g, keepdims=0), b.op("ReduceSum", grad, keepdims=0))
+        grad_value = b.reshape_like(padding, value)
+    return [grad, None, grad_value, None]
+
+
+def _unpad_amounts(b: Backward, pads: str) -> tuple[str, str, str | None]:
+    """Slice starts and ends that drop a Pad's positive pads (begins then ends, per axis) from g,
+    and the pads that restore what negative pads cropped (None when none are negative), read
+    from constant pads or computed at run time."""
+    value = b.constant(pads)
+    if value is not None:
+        value = value.astype(np.int64)
+        begin, end = np.split(value, 2)
+        crop = np.maximum(-value, 0)
+        ends = np.where(end > 0, -end, _END)
+        return b.const(np.maximum(begin, 0)), b.const(ends), b.const(crop) if crop.any() else None
+    zero = b.const(0)
+    begin, end = b.op("Split", pads, axis=0, num_outputs=2, outputs=2)
+    ends = b.op("Where", b.op("Greater", end, zero), b.op("Neg", end), b.const(_END))
+    return b.op("Max", begin, zero), ends, b.op("Max", b.op("Neg", pads), zero)

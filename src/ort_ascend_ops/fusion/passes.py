@@ -1,0 +1,81 @@
+"""The passes over a whole model: folding that keeps every parameter an initializer, then the
+rewrite rules of ``rules.py``."""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+import onnx
+import onnx_ir as ir
+import onnx_ir.passes.common as common_passes
+from onnxscript.optimizer import fold_constants_ir
+from onnxscript.rewriter import pattern
+
+from ..opschema import register_schemas
+from ..reference import attach_functions
+from ..reference._opset import DOMAIN, VERSION
+from .rms_norm import RMS_NORM_RULES
+from .rotary import ROTARY_RULES
+
+logger = logging.getLogger(__name__)
+
+# Norms first: a rotary pattern never contains one, and its cos/sin checks then see final shapes.
+_RULES = pattern.RewriteRuleSet([*RMS_NORM_RULES, *ROTARY_RULES], commute=True)
+
+
+def _is_parameter(value: ir.Value | None) -> bool:
+    """A floating-point initializer with more than one element: a weight (or a buffer such as
+    inv_freq, which folding gains nothing from either). Folding a node that reads one would bake
+    a transposed or cast copy into the graph, and the weight would no longer be trainable."""
+    if value is None or not value.is_initializer() or value.const_value is None:
+        return False
+    return value.dtype is not None and value.dtype.is_floating_point() and value.const_value.size > 1
+
+
+def _should_fold(node: ir.Node) -> bool | None:
+    if node.domain == DOMAIN or any(_is_parameter(v) for v in node.inputs):
+        return False
+    return None  # onnxscript's own limits decide
+
+
+def _ours(model: onnx.ModelProto) -> collections.Counter:
+    return collections.Counter(n.op_type for n in model.graph.node if n.domain == DOMAIN)
+
+
+def _folded(model: onnx.ModelProto) -> ir.Model:
+    """The model in onnxscript's IR, shapes inferred (the rules read them), constants folded."""
+    register_schemas()
+    # Without our reference functions, which attach_functions makes anew (onnx_ir 0.1 cannot
+    # write back the string constants it reads in them).
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    del bare.functions[:]
+    bare.functions.extend(f for f in model.functions if f.domain != DOMAIN)
+    ir_model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(bare, data_prop=True))
+    fold_constants_ir(ir_model, should_fold=_should_fold)
+    common_passes.RemoveUnusedNodesPass()(ir_model)
+    return ir_model
+
+
+def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every value computed from constants alone (shapes, axes, masks of a static
+    export) folded into a constant, every initializer that holds weights left as it is."""
+    return attach_functions(ir.serde.serialize_model(_folded(model)))
+
+
+def fuse(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with every RMSNorm (decomposed, or the standard ``RMSNormalization``)
+    rewritten to ``RmsNorm`` and every rotary embedding (rotate-half or interleaved, or the
+    standard ``RotaryEmbedding``) to ``RotaryPositionEmbedding``, where the contract's layouts and
+    broadcasts express it; constants folded first, weights kept as initializers. It carries the
+    reference functions of the ops it adds and logs how many of each it made."""
+    before = _ours(model)
+    ir_model = _folded(model)
+    ir_model.opset_imports.setdefault(DOMAIN, VERSION)
+    _RULES.apply_to_model(ir_model)
+    common_passes.RemoveUnusedNodesPass()(ir_model)
+    fused = attach_functions(ir.serde.serialize_model(ir_model))
+    counts = _ours(fused) - before
+    logger.info("fused %s", ", ".join(f"{n} {op}" for op, n in sorted(counts.items())) or "nothing")
+    return fused

@@ -1,0 +1,175 @@
+"""Rotary embeddings rewritten to ``RotaryPositionEmbedding``.
+
+``x * cos + rotate(x) * sin`` with ``rotate`` the rotate-half of Llama-family models (our mode 0:
+``cat(-x2, x1)``) or the interleaved rotate-every-two of GPT-J (our mode 1), cos and sin computed
+in the graph or folded to constants; and the standard RotaryEmbedding-23, its half-width caches
+widened to the full-width tables our op takes. The contract's broadcast (cos and sin of one
+shape, broadcasting to x's shape, the last axis whole) is checked on the shapes known now; a
+dim that is 1 broadcasts, any other must equal x's."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+from onnxscript.rewriter import pattern
+
+from ..reference._opset import DOMAIN
+from .values import constant_list, dims, elem_type, is_last_axis, same_dim
+
+_INT64_MAX = 2**63 - 1
+HALF, INTERLEAVE = 0, 1  # our modes
+
+
+def _slice_is(node: ir.Node, rank: int, start: int, end: int, step: int) -> bool:
+    """Whether the Slice takes [start, end) with ``step`` along the last axis (``end`` at or past
+    the axis' end when it is the axis' length)."""
+    inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
+    starts, ends, axes, steps = (constant_list(v) for v in inputs[1:5])
+    if inputs[3] is not None and not is_last_axis(axes, rank):
+        return False
+    if inputs[3] is None and rank != 1:
+        return False
+    if (steps or [1]) != [step] or starts != [start] or ends is None or len(ends) != 1:
+        return False
+    return ends[0] == end or (end == _INT64_MAX and ends[0] >= start)
+
+
+def _tables_fit(x: ir.Value, cos: ir.Value, sin: ir.Value) -> str | None:
+    """Why cos and sin cannot be the op's tables for x, or None when they can."""
+    x_dims, cos_dims, sin_dims = dims(x), dims(cos), dims(sin)
+    if x_dims is None or cos_dims is None or sin_dims is None:
+        return "unknown ranks"
+    if len(x_dims) not in (3, 4) or len(cos_dims) != len(x_dims):
+        return "x is not 3-D or 4-D, or the tables are not of its rank"
+    if len(cos_dims) != len(sin_dims) or not all(map(same_dim, cos_dims, sin_dims)):
+        return "cos and sin differ in shape"
+    if not all(c == 1 or same_dim(c, d) for c, d in zip(cos_dims, x_dims, strict=True)):
+        return "the tables do not broadcast to x's shape"
+    if not same_dim(cos_dims[-1], x_dims[-1]):
+        return "the tables broadcast along the last axis"
+    if not (elem_type(x) == elem_type(cos) == elem_type(sin)) or elem_type(x) is None:
+        return "x, cos and sin differ in type"
+    return None
+
+
+class _Rope(pattern.RewriteRuleClassBase):
+    """y = x * cos + rotated * sin, ``rotated`` given by the subclass' ``rotated`` pattern."""
+
+    mode: int
+
+    def pattern(self, op, x, cos, sin):
+        return op.Add(op.Mul(x, cos), op.Mul(self.rotated(op, x), sin))
+
+    def check(self, context, x, cos, sin, **bindings):
+        result = pattern.MatchResult()
+        head = dims(x)[-1] if dims(x) else None
+        if not isinstance(head, int) or head % 2:
+            return result.fail("the head size is not a static even number")
+        if not self.rotates(x, head, **bindings):
+            return result.fail("x is not rotated as the mode rotates it")
+        reason = _tables_fit(x, cos, sin)
+        return result.fail(reason) if reason else result
+
+    def rewrite(self, op, x, cos, sin, **_):
+        return op.RotaryPositionEmbedding(x, cos, sin, mode=self.mode, _domain=DOMAIN)
+
+
+class RotateHalfRope(_Rope):
+    mode = HALF
+
+    def rotated(self, op, x):
+        first = op.Slice(x, _allow_other_inputs=True, _outputs=["first"])
+        second = op.Slice(x, _allow_other_inputs=True, _outputs=["second"])
+        return op.Concat(op.Neg(second), first, _outputs=["rotated"])
+
+    def rotates(self, x, head, first, second, rotated, **_):
+        rank = len(dims(x))
+        return (
+            _slice_is(first.producer(), rank, 0, head // 2, 1)
+            and _slice_is(second.producer(), rank, head // 2, _INT64_MAX, 1)
+            and rotated.producer().attributes.get_int("axis") in (-1, rank - 1)
+        )
+
+
+class RotateEveryTwoRope(_Rope):
+    """GPT-J's ``stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2)``."""
+
+    mode = INTERLEAVE
+
+    def rotated(self, op, x):
+        even = op.Slice(x, _allow_other_inputs=True, _outputs=["even"])
+        odd = op.Slice(x, _allow_other_inputs=True, _outputs=["odd"])
+        pairs = op.Concat(
+            op.Unsqueeze(op.Neg(odd), _allow_other_inputs=True, _outputs=["odd_axis"]),
+            op.Unsqueeze(even, _allow_other_inputs=True, _outputs=["even_axis"]),
+            _outputs=["pairs"],
+        )
+        return op.Reshape(pairs, _allow_other_inputs=True, _outputs=["rotated"])
+
+    def rotates(self, x, head, even, odd, odd_axis, even_axis, pairs, rotated, **_):
+        rank = len(dims(x))
+        new_axis = [constant_list(n.producer().inputs[1]) for n in (odd_axis, even_axis)]
+        return (
+            _slice_is(even.producer(), rank, 0, _INT64_MAX, 2)
+            and _slice_is(odd.producer(), rank, 1, _INT64_MAX, 2)
+            and all(a in ([-1], [rank]) for a in new_axis)
+            and pairs.producer().attributes.get_int("axis") in (-1, rank)
+            and dims(rotated) is not None
+            and len(dims(rotated)) == rank
+            and all(map(same_dim, dims(rotated), dims(x)))
+        )
+
+
+class StandardRope(pattern.RewriteRuleClassBase):
+    """RotaryEmbedding-23 (X, cos_cache, sin_cache[, position_ids]) of full rotation. Its caches
+    hold D/2 values per position; our tables hold D, broadcast over the heads (and over the batch
+    where the caches have one row, which stock ONNX Runtime refuses)."""
+
+    def pattern(self, op, x, cos_cache, sin_cache):
+        return op.RotaryEmbedding(x, cos_cache, sin_cache, _allow_other_inputs=True, _outputs=["out"])
+
+    def check(self, context, x, cos_cache, sin_cache, out, **_):
+        result = pattern.MatchResult()
+        node, shape = out.producer(), dims(x)
+        if shape is None or len(shape) not in (3, 4) or not isinstance(shape[-1], int):
+            return result.fail("x is not 3-D or 4-D with a static last axis")
+        heads = node.attributes.get_int("num_heads", 0)
+        if len(shape) == 3 and (not heads or shape[-1] % heads):
+            return result.fail("a 3-D x needs num_heads dividing its last axis")
+        head = shape[-1] // heads if len(shape) == 3 else shape[-1]
+        if node.attributes.get_int("rotary_embedding_dim", 0) not in (0, head) or head % 2:
+            return result.fail("partial rotation, or an odd head size")
+        if not (elem_type(x) == elem_type(cos_cache) == elem_type(sin_cache)):
+            return result.fail("x and the caches differ in type")
+        return result
+
+    def rewrite(self, op, x, cos_cache, sin_cache, out, **_):
+        node = out.producer()
+        positions = node.inputs[3] if len(node.inputs) > 3 else None
+        interleaved = bool(node.attributes.get_int("interleaved", 0))
+        heads = node.attributes.get_int("num_heads", 0)
+        four_d = len(dims(x)) == 4
+        head_axis = 1 if four_d else 2  # [B, N, S, D], or [B, S, N, D] from [B, S, N*D]
+        tables = []
+        for cache in (cos_cache, sin_cache):
+            half = op.Gather(cache, positions, axis=0) if positions is not None else cache
+            tables.append(
+                op.Unsqueeze(_full_width(op, half, interleaved), op.Constant(value_ints=[head_axis]))
+            )
+        mode = INTERLEAVE if interleaved else HALF
+        if four_d:
+            return op.RotaryPositionEmbedding(x, *tables, mode=mode, _domain=DOMAIN)
+        heads_x = op.Reshape(x, op.Constant(value_ints=[0, 0, heads, -1]))
+        y = op.RotaryPositionEmbedding(heads_x, *tables, mode=mode, _domain=DOMAIN)
+        return op.Reshape(y, op.Constant(value_ints=[0, 0, -1]))
+
+
+def _full_width(op, half: ir.Value, interleaved: bool) -> ir.Value:
+    """A [B, S, D/2] half table as [B, S, D]: each value twice in a row (interleaved), else the
+    table twice over."""
+    if not interleaved:
+        return op.Concat(half, half, axis=-1)
+    pairs = op.Unsqueeze(half, op.Constant(value_ints=[-1]))
+    return op.Reshape(op.Concat(pairs, pairs, axis=-1), op.Constant(value_ints=[0, 0, -1]))
+
+
+ROTARY_RULES = [RotateHalfRope.rule(), RotateEveryTwoRope.rule(), StandardRope.rule()]

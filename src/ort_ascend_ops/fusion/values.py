@@ -1,0 +1,60 @@
+"""What the rules read off matched values: constants, and dims known equal at fuse time."""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from ..opschema import bind_types, load_op_specs
+
+
+def constant_list(value: ir.Value | None) -> list | None:
+    """The constant's elements as a flat list, or None when it is not a constant."""
+    if value is None or value.const_value is None:
+        return None
+    return value.const_value.numpy().reshape(-1).tolist()
+
+
+def scalar(value: ir.Value | None) -> float | int | None:
+    """The value of a one-element constant, else None."""
+    items = constant_list(value)
+    return items[0] if items is not None and len(items) == 1 else None
+
+
+def same_dim(a, b) -> bool:
+    """Dims known equal now: equal ints, or the same named symbol (an unnamed one matches nothing)."""
+    if isinstance(a, int) or isinstance(b, int):
+        return a == b
+    return a is not None and b is not None and a.value is not None and a.value == b.value
+
+
+def dims(value: ir.Value | None) -> list | None:
+    """The value's dims (int, or SymbolicDim) when its rank is known."""
+    if value is None or value.shape is None:
+        return None
+    return list(value.shape)
+
+
+def is_last_axis(axes: list | None, rank: int) -> bool:
+    return axes is not None and len(axes) == 1 and axes[0] in (-1, rank - 1)
+
+
+def elem_type(value: ir.Value) -> ir.DataType | None:
+    """The value's element type, read off a producing Cast when shape inference left it out."""
+    if value.dtype is not None:
+        return value.dtype
+    node = value.producer()
+    if node is not None and node.op_type == "Cast" and node.domain == "":
+        return ir.DataType(node.attributes.get_int("to"))
+    return None
+
+
+def allows_types(op: str, **inputs: ir.Value) -> bool:
+    """Whether the op's schema (types and type combinations) takes these inputs' element types."""
+    types = {name: elem_type(v) for name, v in inputs.items()}
+    if None in types.values():
+        return False
+    try:
+        bind_types(load_op_specs()[op], {name: t.value for name, t in types.items()})
+    except ValueError:
+        return False
+    return True

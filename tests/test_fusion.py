@@ -1,0 +1,258 @@
+"""``fuse``: each spelling of RMSNorm and of the rotary embedding becomes our op, the fused model
+computes what the original did (stock ONNX Runtime, or a float64 NumPy formula where stock ORT
+refuses the original), and near misses are left alone. Exported Hugging Face models are in
+test_hf_models.py."""
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+from onnxscript import FLOAT, FLOAT16, INT64, script
+from onnxscript import opset18 as op
+from onnxscript import opset23 as op23
+
+from oracles import rms_norm_oracle, rope_oracle
+from ort_ascend_ops import fuse, make_session
+from ort_ascend_ops.fusion import fold_constants
+
+B, S, N, D = 2, 5, 3, 8
+H, HALF = N * D, D // 2
+# onnxscript takes Python lists of constants from the enclosing scope, not expressions.
+START, MIDDLE, WHOLE, END, LAST, ONE, TWO, ODD = [0], [HALF], [D], [2**63 - 1], [3], [1], [2], [1]
+X_SHAPE = [B, N, S, D]
+
+
+def ours(model):
+    return collections.Counter(n.op_type for n in model.graph.node if n.domain == "ort_ascend_ops")
+
+
+def run(model, inputs, native=True):
+    return make_session(model, native=native).run(inputs)
+
+
+# RMSNorm spellings over [B, S, H] with weight [H].
+@script()
+def llama_norm(x: FLOAT[B, S, H], w: FLOAT[H]) -> FLOAT[B, S, H]:
+    wide = op.Cast(x, to=1)
+    rstd = op.Reciprocal(op.Sqrt(op.Add(op.ReduceMean(op.Pow(wide, 2.0), [-1], keepdims=1), 1e-6)))
+    return op.Mul(w, op.Cast(op.Mul(wide, rstd), to=1))
+
+
+@script()
+def div_norm(x: FLOAT[B, S, H], w: FLOAT[H]) -> FLOAT[B, S, H]:
+    return op.Mul(op.Div(x, op.Sqrt(op.Add(1e-5, op.ReduceMean(op.Mul(x, x), [2])))), w)
+
+
+@script()
+def half_norm(x: FLOAT16[B, S, H], w: FLOAT16[H]) -> FLOAT16[B, S, H]:
+    wide = op.Cast(x, to=1)
+    rstd = op.Reciprocal(op.Sqrt(op.Add(op.ReduceMean(op.Pow(wide, 2.0), [-1]), 1e-6)))
+    return op.Mul(op.Cast(op.Mul(wide, rstd), to=10), w)
+
+
+@script()
+def gemma_norm(x: FLOAT16[B, S, H], w: FLOAT16[H]) -> FLOAT16[B, S, H]:
+    # Gemma scales by (1 + w) in float32, then narrows: RmsNorm(x: f16, gamma: f32).
+    wide = op.Cast(x, to=1)
+    rstd = op.Reciprocal(op.Sqrt(op.Add(op.ReduceMean(op.Pow(wide, 2.0), [-1]), 1e-6)))
+    return op.Cast(op.Mul(op.Mul(wide, rstd), op.Add(op.Cast(w, to=1), 1.0)), to=10)
+
+
+@script()
+def standard_norm(x: FLOAT[B, S, H], w: FLOAT[H]) -> FLOAT[B, S, H]:
+    return op23.RMSNormalization(x, w, epsilon=1e-6)
+
+
+@script()
+def two_axis_norm(x: FLOAT[B, S, H], w: FLOAT[H]) -> FLOAT[B, S, H]:
+    rstd = op.Reciprocal(op.Sqrt(op.Add(op.ReduceMean(op.Mul(x, x), [-2, -1]), 1e-6)))
+    return op.Mul(op.Mul(x, rstd), w)
+
+
+@script()
+def cube_norm(x: FLOAT[B, S, H], w: FLOAT[H]) -> FLOAT[B, S, H]:
+    rstd = op.Reciprocal(op.Sqrt(op.Add(op.ReduceMean(op.Pow(x, 3.0), [-1]), 1e-6)))
+    return op.Mul(op.Mul(x, rstd), w)
+
+
+@script()
+def scalar_scale_norm(x: FLOAT[B, S, H], w: FLOAT[1]) -> FLOAT[B, S, H]:
+    rstd = op.Reciprocal(op.Sqrt(op.Add(op.ReduceMean(op.Mul(x, x), [-1]), 1e-6)))
+    return op.Mul(op.Mul(x, rstd), w)
+
+
+def _norm_inputs(rng, dtype):
+    return {"x": rng.standard_normal((B, S, H)).astype(dtype), "w": rng.uniform(0.5, 1.5, H).astype(dtype)}
+
+
+NORMS = [  # (function, opset, dtype, epsilon, gamma offset)
+    (llama_norm, 18, np.float32, 1e-6, 0.0),
+    (div_norm, 18, np.float32, 1e-5, 0.0),
+    (half_norm, 18, np.float16, 1e-6, 0.0),
+    (gemma_norm, 18, np.float16, 1e-6, 1.0),
+    (standard_norm, 23, np.float32, 1e-6, 0.0),
+]
+
+
+@pytest.mark.parametrize("function, opset, dtype, epsilon, offset", NORMS, ids=[n[0].name for n in NORMS])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_norm_spellings_become_rms_norm(function, opset, dtype, epsilon, offset, native, rng):
+    model = function.to_model_proto(opset_version=opset)
+    fused = fuse(model)
+    assert ours(fused) == {"RmsNorm": 1}
+    onnx.checker.check_model(fused, full_check=True)
+    inputs = _norm_inputs(rng, dtype)
+    (out,) = run(fused, inputs, native)
+    ref, _rstd = rms_norm_oracle(
+        inputs["x"].astype(np.float64), inputs["w"].astype(np.float64) + offset, epsilon
+    )
+    tol = 1e-6 if dtype == np.float32 else 2e-3
+    assert out.dtype == dtype
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < tol
+
+
+@pytest.mark.parametrize("function", [two_axis_norm, cube_norm, scalar_scale_norm], ids=lambda f: f.name)
+def test_near_miss_norms_are_left_alone(function, rng):
+    model = function.to_model_proto()
+    fused = fuse(model)
+    assert not ours(fused)
+    inputs = _norm_inputs(rng, np.float32)
+    inputs["w"] = inputs["w"][: model.graph.input[1].type.tensor_type.shape.dim[0].dim_value]
+    np.testing.assert_allclose(run(fused, inputs)[0], run(model, inputs)[0], rtol=1e-6)
+
+
+# Rotary spellings on x [B, N, S, D] (BNSD) with tables [1, 1, S, D].
+@script()
+def rotate_half(x: FLOAT[B, N, S, D], cos: FLOAT[1, 1, S, D], sin: FLOAT[1, 1, S, D]) -> FLOAT[B, N, S, D]:
+    first = op.Slice(x, START, MIDDLE, LAST, ONE)
+    second = op.Slice(x, MIDDLE, END, LAST, ONE)
+    return op.Add(op.Mul(x, cos), op.Mul(op.Concat(op.Neg(second), first, axis=-1), sin))
+
+
+@script()
+def rotate_half_wrong_sign(
+    x: FLOAT[B, N, S, D], cos: FLOAT[1, 1, S, D], sin: FLOAT[1, 1, S, D]
+) -> FLOAT[B, N, S, D]:
+    first = op.Slice(x, START, MIDDLE, LAST, ONE)
+    second = op.Slice(x, MIDDLE, WHOLE, LAST, ONE)
+    return op.Add(op.Mul(x, cos), op.Mul(op.Concat(second, op.Neg(first), axis=-1), sin))
+
+
+@script()
+def rotate_half_narrow_tables(
+    x: FLOAT[B, N, S, D], cos: FLOAT[1, 1, S, 1], sin: FLOAT[1, 1, S, 1]
+) -> FLOAT[B, N, S, D]:
+    first = op.Slice(x, START, MIDDLE, LAST, ONE)
+    second = op.Slice(x, MIDDLE, WHOLE, LAST, ONE)
+    return op.Add(op.Mul(x, cos), op.Mul(op.Concat(op.Neg(second), first, axis=-1), sin))
+
+
+@script()
+def rotate_every_two(
+    x: FLOAT[B, N, S, D], cos: FLOAT[1, 1, S, D], sin: FLOAT[1, 1, S, D]
+) -> FLOAT[B, N, S, D]:
+    even = op.Slice(x, START, END, LAST, TWO)
+    odd = op.Slice(x, ODD, END, LAST, TWO)
+    pairs = op.Concat(op.Unsqueeze(op.Neg(odd), [-1]), op.Unsqueeze(even, [-1]), axis=-1)
+    return op.Add(op.Mul(x, cos), op.Mul(op.Reshape(pairs, X_SHAPE), sin))
+
+
+def _rope_inputs(rng, table_dims=D):
+    angles = rng.uniform(-3, 3, (1, 1, S, table_dims))
+    return {
+        "x": rng.standard_normal((B, N, S, D)).astype(np.float32),
+        "cos": np.cos(angles).astype(np.float32),
+        "sin": np.sin(angles).astype(np.float32),
+    }
+
+
+@pytest.mark.parametrize(
+    "function, mode", [(rotate_half, 0), (rotate_every_two, 1)], ids=["half", "every_two"]
+)
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_rotary_spellings_become_our_op(function, mode, native, rng):
+    model = function.to_model_proto()
+    fused = fuse(model)
+    assert ours(fused) == {"RotaryPositionEmbedding": 1}
+    (node,) = [n for n in fused.graph.node if n.domain == "ort_ascend_ops"]
+    assert node.attribute[0].i == mode
+    inputs = _rope_inputs(rng)
+    (out,) = run(fused, inputs, native)
+    ref = rope_oracle(*(inputs[k].astype(np.float64) for k in ("x", "cos", "sin")), mode)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
+    np.testing.assert_allclose(out, run(model, inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "function, width",
+    [(rotate_half_wrong_sign, D), (rotate_half_narrow_tables, 1)],
+    ids=["wrong_sign", "tables_broadcast_last_axis"],
+)
+def test_near_miss_rotations_are_left_alone(function, width, rng):
+    model = function.to_model_proto()
+    fused = fuse(model)
+    assert not ours(fused)
+    inputs = _rope_inputs(rng, width)
+    np.testing.assert_allclose(run(fused, inputs)[0], run(model, inputs)[0], rtol=1e-6)
+
+
+# The standard RotaryEmbedding-23: half-width caches.
+@script()
+def standard_rope(x: FLOAT[B, N, S, D], cos: FLOAT[1, S, HALF], sin: FLOAT[1, S, HALF]) -> FLOAT[B, N, S, D]:
+    return op23.RotaryEmbedding(x, cos, sin)
+
+
+@script()
+def standard_rope_positions(
+    x: FLOAT[B, S, H], cos: FLOAT[16, HALF], sin: FLOAT[16, HALF], positions: INT64[B, S]
+) -> FLOAT[B, S, H]:
+    return op23.RotaryEmbedding(x, cos, sin, positions, interleaved=1, num_heads=N)
+
+
+def _half_tables(rng, rows):
+    angles = rng.uniform(-3, 3, rows + (D // 2,))
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_standard_rotary_embedding_broadcasts_its_caches_over_the_batch(native, rng):
+    # Stock ONNX Runtime refuses caches of one row for a batch of two; the fused model runs.
+    fused = fuse(standard_rope.to_model_proto())
+    assert ours(fused) == {"RotaryPositionEmbedding": 1}
+    cos, sin = _half_tables(rng, (1, S))
+    x = rng.standard_normal((B, N, S, D)).astype(np.float32)
+    (out,) = run(fused, {"x": x, "cos": cos, "sin": sin}, native)
+    full = [np.concatenate([t, t], -1)[:, None].astype(np.float64) for t in (cos, sin)]
+    ref = rope_oracle(x.astype(np.float64), *full, 0)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_standard_rotary_embedding_with_positions_and_packed_heads(native, rng):
+    model = standard_rope_positions.to_model_proto()
+    fused = fuse(model)
+    assert ours(fused) == {"RotaryPositionEmbedding": 1}
+    cos, sin = _half_tables(rng, (16,))
+    inputs = {
+        "x": rng.standard_normal((B, S, H)).astype(np.float32),
+        "cos": cos,
+        "sin": sin,
+        "positions": rng.integers(0, 16, (B, S)),
+    }
+    (out,) = run(fused, inputs, native)
+    np.testing.assert_allclose(out, run(model, inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_folding_keeps_every_weight_an_initializer():
+    # A transposed weight folded into a constant would no longer be the parameter.
+    @script()
+    def linear(x: FLOAT[2, 4], w: FLOAT[3, 4]) -> FLOAT[2, 3]:
+        return op.MatMul(x, op.Transpose(w, perm=[1, 0]))
+
+    model = linear.to_model_proto()
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.ones((3, 4), np.float32), "w"))
+    del model.graph.input[1]
+    for folded in (fold_constants(model), fuse(model)):
+        assert [i.name for i in folded.graph.initializer] == ["w"]
+        assert [n.op_type for n in folded.graph.node] == ["Transpose", "MatMul"]

@@ -15,22 +15,28 @@ from onnxscript.rewriter import pattern
 from ..reference._opset import DOMAIN
 from .values import constant_list, dims, elem_type, is_last_axis, same_dim
 
-_INT64_MAX = 2**63 - 1
 HALF, INTERLEAVE = 0, 1  # our modes
 
 
-def _slice_is(node: ir.Node, rank: int, start: int, end: int, step: int) -> bool:
-    """Whether the Slice takes [start, end) with ``step`` along the last axis (``end`` at or past
-    the axis' end when it is the axis' length)."""
+def _slice_is(node: ir.Node, rank: int, length: int, start: int, end: int, step: int) -> bool:
+    """Whether the Slice takes [start, end) with ``step`` along the last axis, of ``length``."""
     inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
     starts, ends, axes, steps = (constant_list(v) for v in inputs[1:5])
-    if inputs[3] is not None and not is_last_axis(axes, rank):
+    on_last = is_last_axis(axes, rank) if inputs[3] is not None else rank == 1
+    if (
+        not on_last
+        or (steps or [1]) != [step]
+        or not starts
+        or not ends
+        or len(starts) != 1
+        or len(ends) != 1
+    ):
         return False
-    if inputs[3] is None and rank != 1:
-        return False
-    if (steps or [1]) != [step] or starts != [start] or ends is None or len(ends) != 1:
-        return False
-    return ends[0] == end or (end == _INT64_MAX and ends[0] >= start)
+
+    def clamped(i: int) -> int:
+        return max(0, min(i + length if i < 0 else i, length))
+
+    return clamped(starts[0]) == start and clamped(ends[0]) == end
 
 
 def _tables_fit(x: ir.Value, cos: ir.Value, sin: ir.Value) -> str | None:
@@ -84,8 +90,8 @@ class RotateHalfRope(_Rope):
     def rotates(self, x, head, first, second, rotated, **_):
         rank = len(dims(x))
         return (
-            _slice_is(first.producer(), rank, 0, head // 2, 1)
-            and _slice_is(second.producer(), rank, head // 2, _INT64_MAX, 1)
+            _slice_is(first.producer(), rank, head, 0, head // 2, 1)
+            and _slice_is(second.producer(), rank, head, head // 2, head, 1)
             and rotated.producer().attributes.get_int("axis") in (-1, rank - 1)
         )
 
@@ -109,8 +115,8 @@ class RotateEveryTwoRope(_Rope):
         rank = len(dims(x))
         new_axis = [constant_list(n.producer().inputs[1]) for n in (odd_axis, even_axis)]
         return (
-            _slice_is(even.producer(), rank, 0, _INT64_MAX, 2)
-            and _slice_is(odd.producer(), rank, 1, _INT64_MAX, 2)
+            _slice_is(even.producer(), rank, head, 0, head, 2)
+            and _slice_is(odd.producer(), rank, head, 1, head, 2)
             and all(a in ([-1], [rank]) for a in new_axis)
             and pairs.producer().attributes.get_int("axis") in (-1, rank)
             and dims(rotated) is not None

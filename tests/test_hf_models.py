@@ -153,6 +153,26 @@ def test_tied_and_equal_weights_stay_one_initializer_per_parameter():
         assert relative_error(results[f"{name}_grad"], parameter.grad.numpy()) < FLOAT32_TOLERANCE, name
 
 
+def test_an_embeddings_padding_row_takes_no_gradient_as_in_torch():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from ort_ascend_ops.training import export_torch
+
+    torch.manual_seed(0)
+    lm = transformers.AutoModelForCausalLM.from_config(
+        transformers.LlamaConfig(**{**hf.SIZES, "pad_token_id": 0})
+    )
+    data = hf.batch("ce", 2)
+    data["input_ids"][:, -2:] = 0  # padded at the end
+    model = export_torch(lm, hf.torch_inputs(data))
+    lm(**hf.torch_inputs(data)).loss.backward()
+    training_model = build_training_model(model, "loss", ["model.embed_tokens.weight"])
+    (_, grad) = make_session(training_model).run(data)
+    expected_grad = lm.model.embed_tokens.weight.grad.numpy()
+    assert not expected_grad[0].any()
+    assert relative_error(grad, expected_grad) < FLOAT32_TOLERANCE
+
+
 def test_the_package_imports_without_torch():
     script = (
         "import sys; sys.modules['torch'] = sys.modules['transformers'] = None\n"

@@ -14,6 +14,7 @@ from ..fusion import fuse as fuse_patterns
 from ..opschema import register_schemas
 from ..reference import attach_functions
 from ..reference._opset import DOMAIN, VERSION
+from .export import padding_rows
 from .graph import Backward, GradientError
 from .rules import RULES
 
@@ -113,6 +114,7 @@ def build_training_model(
     grad ops then differentiate them; without it constants are still folded. It carries the
     reference functions, so it runs on stock ONNX Runtime; with the native library registered
     the grad nodes run natively."""
+    frozen_rows = padding_rows(model)
     model = _prepared(model, fuse)
     graph = model.graph
     declared = {v.name: v for v in [*graph.input, *graph.output, *graph.value_info]}
@@ -163,6 +165,8 @@ def build_training_model(
     for name in wrt:
         grad_name = f"{name}_grad"
         source = back.total(grads[name], name) if name in grads else back.zeros_like(name)
+        if name in frozen_rows:
+            source = _without_row(back, source, name, frozen_rows[name])
         back.nodes.append(helper.make_node("Identity", [source], [grad_name]))
         outputs.append(helper.make_value_info(grad_name, back.value_type(name)))
 
@@ -183,6 +187,13 @@ def build_training_model(
     attach_functions(trained)
     onnx.checker.check_model(trained)
     return onnx.shape_inference.infer_shapes(trained, strict_mode=True)
+
+
+def _without_row(back: Backward, grad: str, name: str, row: int) -> str:
+    """The gradient with one row zeroed, as torch leaves an embedding's padding row."""
+    rows = back.shape(name)[0]
+    keep = [[0.0] if r == row else [1.0] for r in range(rows)]
+    return back.op("Mul", grad, back.const(keep, back.elem_type(name), hint=f"{name}_rows"), hint=name)
 
 
 def _needed_forward(graph: onnx.GraphProto, backward: list[onnx.NodeProto], loss: str) -> set[str]:

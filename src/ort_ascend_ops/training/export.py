@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Mapping
 
 import onnx
@@ -80,7 +81,30 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     model = exported.model_proto
     _rename(model.graph, _parameter_names(model.graph, module))
     _check_parameters(model, module)
+    _record_padding_rows(model, module)
     return model
+
+
+# An nn.Embedding's padding_idx: its row of the weight gets no gradient in torch. ONNX's Gather
+# has no such notion, so the export records the rows and build_training_model zeroes them.
+PADDING_ROWS = "ort_ascend_ops.padding_rows"
+
+
+def _record_padding_rows(model: onnx.ModelProto, module) -> None:
+    torch = _torch()
+    rows = {}
+    parameters = {id(p): n for n, p in module.named_parameters()}
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Embedding) and sub.padding_idx is not None:
+            rows[parameters[id(sub.weight)]] = sub.padding_idx % sub.num_embeddings
+    if rows:
+        model.metadata_props.add(key=PADDING_ROWS, value=json.dumps(rows))
+
+
+def padding_rows(model: onnx.ModelProto) -> dict[str, int]:
+    """The parameters (by name) whose one row takes no gradient, as export_torch recorded them."""
+    recorded = next((p.value for p in model.metadata_props if p.key == PADDING_ROWS), "{}")
+    return json.loads(recorded)
 
 
 def _parameter_names(graph: onnx.GraphProto, module) -> dict[str, str]:

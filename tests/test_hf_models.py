@@ -57,9 +57,14 @@ def grad_ops(model):
     return collections.Counter(n.op_type for n in model.graph.node if n.op_type.endswith("Grad"))
 
 
-def worst_gradient_error(model, data, native):
+def outputs_of(model, inputs, native=True):
+    """The model's outputs on ``inputs``, by name."""
     names = [o.name for o in model.graph.output]
-    results = dict(zip(names, make_session(model, native=native).run(inputs_of(data)), strict=True))
+    return dict(zip(names, make_session(model, native=native).run(inputs), strict=True))
+
+
+def worst_gradient_error(model, data, native):
+    results = outputs_of(model, inputs_of(data), native)
     assert relative_error(results["loss"], data["loss"]) < FLOAT32_TOLERANCE
     return max(relative_error(results[f"{p}_grad"], data[f"grad/{p}"]) for p in parameters_of(data))
 
@@ -79,8 +84,7 @@ def test_bfloat16_gradients_equal_torch_autograd(native):
     data = expected(f"{hf.gradients_name(case.arch, case.loss, 2)}_bf16")
     model = build_training_model(exported(f"{case.name}_bf16"), "loss", parameters_of(data))
     assert grad_ops(model) == {"RmsNormGrad": hf.NORMS, "RotaryPositionEmbeddingGrad": hf.ROTATED}
-    names = [o.name for o in model.graph.output]
-    results = dict(zip(names, make_session(model, native=native).run(inputs_of(data)), strict=True))
+    results = outputs_of(model, inputs_of(data), native)
     for p in parameters_of(data):
         assert (
             relative_error(results[f"{p}_grad"].astype(np.float32), data[f"grad/{p}"]) < BFLOAT16_TOLERANCE
@@ -147,8 +151,7 @@ def test_tied_and_equal_weights_stay_one_initializer_per_parameter():
         np.testing.assert_array_equal(stored[name], parameter.detach().numpy(), err_msg=name)
     lm(**hf.torch_inputs(data)).loss.backward()
     training_model = build_training_model(model, "loss", list(parameters))
-    names = [o.name for o in training_model.graph.output]
-    results = dict(zip(names, make_session(training_model).run(data), strict=True))
+    results = outputs_of(training_model, data)
     for name, parameter in parameters.items():  # the tied one: the sum over both uses
         assert relative_error(results[f"{name}_grad"], parameter.grad.numpy()) < FLOAT32_TOLERANCE, name
 

@@ -46,13 +46,13 @@ def _ours(model: onnx.ModelProto) -> collections.Counter:
 def _folded(model: onnx.ModelProto) -> ir.Model:
     """The model in onnxscript's IR, shapes inferred (the rules read them), constants folded."""
     register_schemas()
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)  # a copy: ours to edit
     # Without our reference functions, which attach_functions makes anew (onnx_ir 0.1 cannot
     # write back the string constants it reads in them).
-    bare = onnx.ModelProto()
-    bare.CopyFrom(model)
-    del bare.functions[:]
-    bare.functions.extend(f for f in model.functions if f.domain != DOMAIN)
-    ir_model = ir.serde.deserialize_model(onnx.shape_inference.infer_shapes(bare, data_prop=True))
+    others = [f for f in inferred.functions if f.domain != DOMAIN]
+    del inferred.functions[:]
+    inferred.functions.extend(others)
+    ir_model = ir.serde.deserialize_model(inferred)
     fold_constants_ir(ir_model, should_fold=_should_fold)
     common_passes.RemoveUnusedNodesPass()(ir_model)
     return ir_model

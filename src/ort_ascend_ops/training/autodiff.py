@@ -36,8 +36,8 @@ def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _prepared(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
-    """A copy, fused (or only constant-folded), carrying the reference functions and our domain,
-    shape-inferred."""
+    """A copy, fused (or only constant-folded), carrying the reference functions (both passes
+    attach them) and our domain, shape-inferred."""
     register_schemas()
     if _default_opset(model) < _MIN_OPSET:
         raise GradientError(
@@ -47,7 +47,7 @@ def _prepared(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
     model = fuse_patterns(model) if fuse else fold_constants(model)
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
-    return _inferred(attach_functions(model))
+    return _inferred(model)
 
 
 def _without_rule(graph: onnx.GraphProto, on_path: set[str]) -> list[onnx.NodeProto]:

@@ -93,10 +93,10 @@ PADDING_ROWS = "ort_ascend_ops.padding_rows"
 def _record_padding_rows(model: onnx.ModelProto, module) -> None:
     torch = _torch()
     rows = {}
-    parameters = {id(p): n for n, p in module.named_parameters()}
+    names = _first_names(module)
     for sub in module.modules():
         if isinstance(sub, torch.nn.Embedding) and sub.padding_idx is not None:
-            rows[parameters[id(sub.weight)]] = sub.padding_idx % sub.num_embeddings
+            rows[names[id(sub.weight)]] = sub.padding_idx % sub.num_embeddings
     if rows:
         model.metadata_props.add(key=PADDING_ROWS, value=json.dumps(rows))
 
@@ -107,13 +107,17 @@ def padding_rows(model: onnx.ModelProto) -> dict[str, int]:
     return json.loads(recorded)
 
 
+def _first_names(module) -> dict[int, str]:
+    """Each parameter (by id) -> the one name ``named_parameters`` gives it (a tied one has more)."""
+    return {id(p): n for n, p in module.named_parameters()}
+
+
 def _parameter_names(graph: onnx.GraphProto, module) -> dict[str, str]:
     """Exported initializer name -> state_dict key: without the wrapper's prefix, and a tied
     parameter (stored under any of its names) under the name ``named_parameters`` gives it."""
     prefix = "module."
-    canonical = {}
-    for name, parameter in module.named_parameters(remove_duplicate=False):
-        canonical[name] = next(n for n, p in module.named_parameters() if p is parameter)
+    first = _first_names(module)
+    canonical = {n: first[id(p)] for n, p in module.named_parameters(remove_duplicate=False)}
     names = {}
     for init in graph.initializer:
         name = init.name.removeprefix(prefix)

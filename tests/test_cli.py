@@ -14,28 +14,35 @@ from ort_ascend_ops.__main__ import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_demo_trains_both_models_and_passes():
+def test_demo_trains_both_models_and_passes(tmp_path):
     # From the checkout's root, as the README types it (`-m` puts the current folder first on
     # sys.path; the source tree is under src/, so the installed package is still the one found).
     result = subprocess.run(
-        [sys.executable, "-m", "ort_ascend_ops", "demo"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "ort_ascend_ops", "demo", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("verdict: PASS"), out
-    # Both models trained, the profiler's table shows our grad ops, both checks ran.
-    assert "[1/2] Llama-style decoder block" in out and "[2/2] DeepSeek indexer loss" in out
+    # Both models trained, the profiler's tables show our ops, the checks ran.
+    assert "[1/2] Hugging Face Llama over bytes" in out and "[2/2] DeepSeek indexer loss" in out
     for op in ["RmsNormGrad", "RotaryPositionEmbeddingGrad", "LightningIndexerGrad"]:
         assert f"* {op} " in out
-    assert out.count("native vs portable path") == 2 and out.count("finite differences (central") == 2
+    assert out.count("native vs portable path") == 2 and out.count("finite differences (central") == 1
+    assert (tmp_path / "losses.csv").exists() and (tmp_path / "checkpoint.safetensors").exists()
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "loss_curve.png").read_bytes().startswith(b"\x89PNG")
 
 
-def test_demo_fails_with_reasons_when_the_loss_cannot_fall(capsys):
-    # One step: nothing to compare the loss with, so "fell" cannot hold; the verdict names why.
-    assert main(["demo", "--steps", "0"]) == 1
+def test_demo_fails_with_reasons_when_the_loss_cannot_fall(capsys, tmp_path):
+    # No steps: nothing to compare the loss with, so "fell" cannot hold; the verdict names why.
+    assert main(["demo", "--steps", "0", "--lm-steps", "0", "--out", str(tmp_path)]) == 1
     verdict = capsys.readouterr().out.strip().splitlines()[-1]
-    assert verdict.startswith("verdict: FAIL: ") and "llama_block: the loss did not fall" in verdict
+    assert verdict.startswith("verdict: FAIL: ") and "indexer_loss: the loss did not fall" in verdict
+    assert "byte_llama: trained no steps" in verdict
 
 
 def test_quick_bench_writes_json_and_markdown(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Command line: ``python -m ort_ascend_ops {demo,bench,docs}``."""
+"""Command line: ``python -m ort_ascend_ops {demo,train,bench,docs}``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,15 @@ def _bench(args: argparse.Namespace) -> int:
         # command: main() called from Python must not replace its caller's process.)
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
         os.execv(sys.executable, [sys.executable, "-m", "ort_ascend_ops", *args.argv])
+    if args.ops[:1] == ["training_step"]:  # whole training steps of models, not the per-op table
+        from .bench import training_step
+
+        threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
+        command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
+        steps, warmup = (3, 1) if args.quick else (args.repeats, 2)
+        return training_step.main(
+            args.ops[1:], threads, steps, warmup, args.peer_venv, True, command, args.json, args.markdown
+        )
     from .bench import ALIASES, BENCHES, suite
     from .bench.runner import DTYPES
 
@@ -42,7 +51,42 @@ def _bench(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import main
 
-    return main(steps=args.steps, seed=args.seed, threads=args.threads or None)
+    return main(
+        steps=args.steps, seed=args.seed, threads=args.threads or None, lm_steps=args.lm_steps, out=args.out
+    )
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .training.data import ByteCorpus
+    from .training.loop import Settings, train
+
+    try:
+        corpus = ByteCorpus.from_paths(args.data) if args.data else ByteCorpus.python_stdlib()
+    except ValueError as error:
+        print(f"train: {error}", file=sys.stderr)
+        return 2
+    print(f"data: {corpus.describe()}")
+    settings = Settings(
+        steps=args.steps,
+        batch=args.batch,
+        seq=args.seq,
+        lr=args.lr,
+        out=Path(args.out),
+        resume=args.resume,
+        save_every=args.save_every,
+        eval_every=args.eval_every,
+        seed=args.seed,
+        threads=args.threads or None,
+    )
+    history = train(args.model, corpus, settings)
+    if history.rows:
+        first, last = history.rows[0], history.rows[-1]
+        print(
+            f"loss {first['loss']:.4f} (step {first['step']}) -> {last['loss']:.4f} (step {last['step']}); wrote {args.out}"
+        )
+    return 0
 
 
 def _docs(args: argparse.Namespace) -> int:
@@ -57,20 +101,52 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
 
     demo = commands.add_parser(
-        "demo", help="train the example models a few SGD steps natively; time the ops; check the gradients"
+        "demo",
+        help="train a byte-level Hugging Face Llama on Python's sources and the indexer loss; time the ops; check the gradients",
     )
-    demo.add_argument("--steps", type=int, default=20, help="SGD steps per model")
+    demo.add_argument("--lm-steps", type=int, default=300, help="AdamW steps of the byte-level Llama")
+    demo.add_argument("--steps", type=int, default=20, help="SGD steps of the indexer loss")
+    demo.add_argument("--out", default="demo-output", help="folder for the loss curve, CSV and checkpoint")
     demo.add_argument("--seed", type=int, default=0, help="seed of the inputs and initial weights")
     demo.add_argument(
         "--threads", type=int, default=1, help="intra-op thread count (0: ONNX Runtime's default)"
     )
     demo.set_defaults(func=_demo)
 
+    train = commands.add_parser(
+        "train", help="train a language-model export on bytes of text (AdamW, checkpoints, loss curve)"
+    )
+    train.add_argument(
+        "model", help="ONNX model whose integer inputs take token ids and whose output 'loss' is the loss"
+    )
+    train.add_argument(
+        "--data", nargs="+", help="text files or folders (default: this Python's standard library sources)"
+    )
+    train.add_argument(
+        "--steps", type=int, default=300, help="total optimizer steps (a resumed run included)"
+    )
+    train.add_argument("--batch", type=int, default=8, help="sequences per step")
+    train.add_argument("--seq", type=int, default=128, help="bytes per sequence")
+    train.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (linear warm-up and decay)")
+    train.add_argument("--out", default="train-output", help="folder for artifacts, checkpoint, CSV and PNG")
+    train.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
+    train.add_argument("--save-every", type=int, default=100, help="checkpoint every this many steps")
+    train.add_argument("--eval-every", type=int, default=50, help="held-out loss every this many steps")
+    train.add_argument("--seed", type=int, default=0, help="seed of the batch positions")
+    train.add_argument(
+        "--threads", type=int, default=0, help="intra-op thread count (0: ONNX Runtime's default)"
+    )
+    train.set_defaults(func=_train)
+
     bench = commands.add_parser(
         "bench",
         help="time the native kernels against the inlined reference, the peers and same-run rooflines",
     )
-    bench.add_argument("ops", nargs="*", help="benchmarks to run (default: all)")
+    bench.add_argument(
+        "ops",
+        nargs="*",
+        help="benchmarks to run (default: all); 'training_step [CONFIG ...]' times whole training steps",
+    )
     bench.add_argument(
         "--threads",
         default=f"1,{os.cpu_count()}",
@@ -91,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument("--json", help="write every result, the machine and the versions to this JSON file")
     bench.add_argument(
         "--markdown", help="write the results tables to this Markdown file (docs/PERFORMANCE.md)"
+    )
+    bench.add_argument(
+        "--peer-venv",
+        help="training_step: venv with onnxruntime-training 1.19.2 (default: $ORT_ASCEND_OPS_ORTTRAINING_VENV)",
     )
     bench.add_argument("--png", help="chart the fraction of the roofline per op and case (needs matplotlib)")
     bench.set_defaults(func=_bench)

@@ -15,8 +15,9 @@ from ..opschema import register_schemas
 from ..reference import attach_functions
 from ..reference._opset import DOMAIN, VERSION
 from .export import padding_rows
-from .graph import Backward, GradientError
+from .graph import Backward, GradientError, grad_name
 from .rules import RULES
+from .rules.loss import split_softmax_cross_entropy
 
 _FLOAT_TYPES = {
     onnx.TensorProto.FLOAT,
@@ -45,6 +46,7 @@ def _prepared(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
             "or newer (onnx.version_converter.convert_version can update it)"
         )
     model = fuse_patterns(model) if fuse else fold_constants(model)
+    split_softmax_cross_entropy(model.graph)
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
     return _inferred(model)
@@ -140,7 +142,7 @@ def build_training_model(
         listed = ", ".join(f"{op} (node '{name}')" for op, name in first.items())
         raise GradientError(f"no gradient rule for {listed}, on the path from {list(wrt)} to '{loss}'")
     back = Backward(model, on_path)
-    back.reserve(f"{name}_grad" for name in wrt)
+    back.reserve(grad_name(name) for name in wrt)
     for name in wrt:
         if back.elem_type(name) not in _FLOAT_TYPES:
             raise GradientError(f"'{name}' in wrt is not a floating-point tensor")
@@ -163,12 +165,11 @@ def build_training_model(
 
     outputs = [declared[loss]]
     for name in wrt:
-        grad_name = f"{name}_grad"
         source = back.total(grads[name], name) if name in grads else back.zeros_like(name)
         if name in frozen_rows:
             source = _without_row(back, source, name, frozen_rows[name])
-        back.nodes.append(helper.make_node("Identity", [source], [grad_name]))
-        outputs.append(helper.make_value_info(grad_name, back.value_type(name)))
+        back.nodes.append(helper.make_node("Identity", [source], [grad_name(name)]))
+        outputs.append(helper.make_value_info(grad_name(name), back.value_type(name)))
 
     needed = _needed_forward(graph, back.nodes, loss)
     result = helper.make_graph(

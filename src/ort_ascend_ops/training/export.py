@@ -82,7 +82,25 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     _rename(model.graph, _parameter_names(model.graph, module))
     _check_parameters(model, module)
     _record_padding_rows(model, module)
+    _record_parameters(model, module)
     return model
+
+
+# The initializers that are the module's trainable parameters (the rest are buffers and
+# constants): generate_artifacts trains these by default.
+PARAMETERS = "ort_ascend_ops.parameters"
+
+
+def _record_parameters(model: onnx.ModelProto, module) -> None:
+    stored = {i.name for i in model.graph.initializer}
+    names = [n for n, p in module.named_parameters() if p.requires_grad and n in stored]
+    model.metadata_props.add(key=PARAMETERS, value=json.dumps(names))
+
+
+def parameter_names(model: onnx.ModelProto) -> list[str] | None:
+    """The trainable parameters export_torch recorded, or None for a model it did not export."""
+    recorded = next((p.value for p in model.metadata_props if p.key == PARAMETERS), None)
+    return None if recorded is None else json.loads(recorded)
 
 
 # An nn.Embedding's padding_idx: its row of the weight gets no gradient in torch. ONNX's Gather

@@ -14,6 +14,11 @@ from onnx import TensorProto, helper, numpy_helper
 _HALF_TYPES = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
 
 
+def grad_name(name: str) -> str:
+    """The training model's output holding the gradient of ``name``."""
+    return f"{name}_grad"
+
+
 class GradientError(ValueError):
     """The model cannot be differentiated as asked (the message names the node or value)."""
 
@@ -136,21 +141,33 @@ class Backward:
     def reshape_like(self, grad: str, target: str) -> str:
         return self.op("Reshape", grad, self.shape_of(target), hint=target)
 
-    def sum_to(self, grad: str, grad_shape: list[int | None] | None, target: str) -> str:
-        """``grad`` (of static shape ``grad_shape``, None where unknown) summed back to
-        ``target``'s shape, undoing broadcasting."""
-        g_shape, t_shape = grad_shape, self.shape(target)
-        if g_shape is not None and t_shape is not None and None not in g_shape and None not in t_shape:
-            if g_shape == t_shape:
-                return grad
-            lead = len(g_shape) - len(t_shape)
-            axes = list(range(lead)) + [
-                lead + i for i, d in enumerate(t_shape) if d == 1 and g_shape[lead + i] != 1
-            ]
-            if axes:
-                grad = self.op("ReduceSum", grad, self.const(axes), keepdims=1, hint=target)
-            return self.op("Reshape", grad, self.const(t_shape), hint=target)
-        return self._sum_to_dynamic(grad, target)
+    def dims(self, name: str) -> list[int | str | None] | None:
+        """The shape with symbolic dims by name (one name is one size throughout the graph), None
+        for an unknown dim; None when even the rank is unknown."""
+        t = self._types.get(name)
+        if t is None or not t.tensor_type.HasField("shape"):
+            return None
+        return [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim
+        ]
+
+    def sum_to(self, grad: str, grad_dims: list[int | str | None] | None, target: str) -> str:
+        """``grad`` (of shape ``grad_dims``, as ``dims`` gives it) summed back to ``target``'s
+        shape, undoing broadcasting: over axes known at build time when the dims say which
+        (equal sizes or names are kept, a 1 is summed), else over axes found at run time."""
+        g, t = grad_dims, self.dims(target)
+        if g is None or t is None or None in g or None in t or len(g) < len(t):
+            return self._sum_to_dynamic(grad, target)
+        lead = len(g) - len(t)
+        aligned = list(zip(t, g[lead:], strict=True))
+        if any(td != gd and td != 1 for td, gd in aligned):
+            return self._sum_to_dynamic(grad, target)
+        axes = list(range(lead)) + [lead + i for i, (td, gd) in enumerate(aligned) if td == 1 and gd != 1]
+        if axes:
+            grad = self.op("ReduceSum", grad, self.const(axes), keepdims=1, hint=target)
+        if lead:
+            grad = self.op("Squeeze", grad, self.const(list(range(lead))), hint=target)
+        return grad
 
     def _sum_to_dynamic(self, grad: str, target: str) -> str:
         # Axes where target (left-padded with 1s to grad's rank) is 1 and grad is not, found at run time.

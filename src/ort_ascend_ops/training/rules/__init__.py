@@ -65,6 +65,5 @@ RULES = {
     ("", "Tile"): shape.tile,
     ("", "ScatterND"): shape.scatter_nd,
     ("", "GatherElements"): shape.gather_elements,
-    ("", "SoftmaxCrossEntropyLoss"): loss.softmax_cross_entropy_loss,
     ("", "NegativeLogLikelihoodLoss"): loss.negative_log_likelihood_loss,
 }

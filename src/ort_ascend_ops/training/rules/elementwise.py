@@ -13,7 +13,7 @@ def _binary(b: Backward, node: onnx.NodeProto, grad_a, grad_b):
     """Each input's gradient (built lazily, only when needed) summed back to its shape."""
     y = node.output[0]
     return [
-        b.sum_to(build(), b.shape(y), name) if b.needs(name) else None
+        b.sum_to(build(), b.dims(y), name) if b.needs(name) else None
         for name, build in zip(node.input, (grad_a, grad_b), strict=True)
     ]
 
@@ -25,7 +25,7 @@ def add(b, node, grads):
 
 def sum_(b, node, grads):
     (g,), y = grads, node.output[0]
-    return [b.sum_to(g, b.shape(y), name) if b.needs(name) else None for name in node.input]
+    return [b.sum_to(g, b.dims(y), name) if b.needs(name) else None for name in node.input]
 
 
 def sub(b, node, grads):
@@ -177,7 +177,7 @@ def extremum(b, node, grads):
     hits = [b.op("Cast", b.op("Equal", x, y), to=b.elem_type(y)) for x in node.input]
     share = b.op("Div", g, b.total(hits, "ties"))
     return [
-        b.sum_to(b.op("Mul", hit, share), b.shape(y), x) if b.needs(x) else None
+        b.sum_to(b.op("Mul", hit, share), b.dims(y), x) if b.needs(x) else None
         for x, hit in zip(node.input, hits, strict=True)
     ]
 
@@ -193,7 +193,7 @@ def clip(b, node, grads):
         return b.op("Where", condition, value, b.scalar(0.0, x))
 
     def bound_grad(bound, condition, value):  # condition: built only when the bound needs it
-        return b.sum_to(masked(condition(), value), b.shape(y), bound) if b.needs(bound) else None
+        return b.sum_to(masked(condition(), value), b.dims(y), bound) if b.needs(bound) else None
 
     through, grad_high = g, None
     if high is not None:  # Min(raised, high): g to raised where raised <= high, to high elsewhere

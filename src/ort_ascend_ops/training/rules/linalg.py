@@ -15,17 +15,25 @@ def matmul(b, node, grads):
     ranks = b.rank(a), b.rank(w)
     if min(ranks) < 2:
         raise GradientError(f"{node_label(node)}: MatMul gradients need operands of rank 2 or more")
-    y_shape = b.shape(y)
+    y_dims = b.dims(y)
 
     # Each operand's gradient has the broadcast batch axes of y and the operand's own matrix axes.
     def batch_shape(operand):
-        return None if y_shape is None else y_shape[:-2] + b.shape(operand)[-2:]
+        return None if y_dims is None else y_dims[:-2] + b.dims(operand)[-2:]
 
     grad_a = grad_w = None
     if b.needs(a):
         grad_a = b.sum_to(b.op("MatMul", g, _swap_last(b, w, ranks[1])), batch_shape(a), a)
     if b.needs(w):
-        grad_w = b.sum_to(b.op("MatMul", _swap_last(b, a, ranks[0]), g), batch_shape(w), w)
+        w_shape = b.shape(w)
+        if ranks[1] == 2 and ranks[0] > 2 and None not in w_shape:
+            # A weight shared by every row: one GEMM over the flattened rows, not a batched
+            # MatMul and a sum over its batch.
+            rows = b.op("Reshape", a, b.const([-1, w_shape[0]]), hint=a)
+            grad_rows = b.op("Reshape", g, b.const([-1, w_shape[1]]), hint=y)
+            grad_w = b.op("MatMul", _swap_last(b, rows, 2), grad_rows, hint=w)
+        else:
+            grad_w = b.sum_to(b.op("MatMul", _swap_last(b, a, ranks[0]), g), batch_shape(w), w)
     return [grad_a, grad_w]
 
 
@@ -56,5 +64,5 @@ def gemm(b, node, grads):
             alpha,
         )
     if c is not None and b.needs(c):
-        grad_c = b.sum_to(scaled(g, beta), b.shape(y), c)
+        grad_c = b.sum_to(scaled(g, beta), b.dims(y), c)
     return [grad_a, grad_w, grad_c]

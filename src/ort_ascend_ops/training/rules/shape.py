@@ -26,7 +26,7 @@ def reshape(b, node, grads):
 
 
 def expand(b, node, grads):
-    return [b.sum_to(grads[0], b.shape(node.output[0]), node.input[0]), None]
+    return [b.sum_to(grads[0], b.dims(node.output[0]), node.input[0]), None]
 
 
 def _axis(b: Backward, node: onnx.NodeProto) -> int:
@@ -72,8 +72,24 @@ def slice_(b, node, grads):
 def gather(b, node, grads):
     x, indices = node.input
     axis = attribute(node, "axis", 0)
+    if axis == 0:
+        return [_rows_back(b, x, indices, grads[0]), None]
     grad = _scatter_back(b, x, grads[0], lambda idx: b.op("Gather", idx, indices, axis=axis), "add")
     return [grad, None]
+
+
+def _rows_back(b: Backward, x: str, indices: str, g: str) -> str:
+    """Gather on axis 0 (an embedding lookup): g's rows added into a zero table at their indices,
+    one ScatterND row per index, instead of an index for every element of the table."""
+    elem, acc = b.elem_type(x), b.accumulation_type(x)
+    rows = b.convert(indices, b.elem_type(indices), TensorProto.INT64)
+    table = b.op("Gather", b.shape_of(x), b.const([0]))
+    rows = b.op("Where", b.op("Less", rows, b.const(0)), b.op("Add", rows, table), rows)  # Gather's negatives
+    zero = helper.make_tensor("value", acc, [1], [0])
+    zeros = b.op("ConstantOfShape", b.shape_of(x), value=zero)
+    updates = b.convert(g, elem, acc)
+    summed = b.op("ScatterND", zeros, b.op("Unsqueeze", rows, b.const([-1])), updates, reduction="add")
+    return b.convert(summed, acc, elem)
 
 
 def gather_elements(b, node, grads):

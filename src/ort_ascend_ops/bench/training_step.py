@@ -1,0 +1,429 @@
+"""``python -m ort_ascend_ops bench training_step``: one whole training step (forward, backward,
+AdamW update) of a Hugging Face Llama, in tokens per second, on each engine a user could train it
+with on the CPU, at each thread count, in one run:
+
+- ours, native: ``export_torch`` -> ``generate_artifacts`` -> ``training.api`` Module/Optimizer;
+- ours, portable: the same artifacts with ``native=False`` (the reference functions inlined);
+- PyTorch eager with ``torch.optim.AdamW`` (same weights, same batch, ``torch.set_num_threads``);
+- onnxruntime-training 1.19.2, in its own venv (``--peer-venv`` or ``ORT_ASCEND_OPS_ORTTRAINING_VENV``),
+  run as a subprocess since it cannot share a process with current ONNX Runtime.
+
+The in-process engines take turns step by step (``timing.measure``) so that they see the same
+noisy machine; the median of the timed steps after warm-up is reported. Then ONNX Runtime's
+profiler gives, for ours native, each op type's share of the training session's run and the
+optimizer session's total. Needs the ``[torch]`` extra (torch and transformers) for the export."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import peers, report
+from .timing import measure
+
+VENV_ENV = "ORT_ASCEND_OPS_ORTTRAINING_VENV"
+PEER_SCRIPT = Path(__file__).with_name("_orttraining_peer.py")
+PEER_SETUP = (
+    "python3.11 -m venv /tmp/ortt && /tmp/ortt/bin/pip install onnxruntime-training==1.19.2 onnx==1.16.2 "
+    "'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
+)
+ENGINES = ("ours native", "ours portable", "PyTorch eager", "onnxruntime-training")
+OUR_DOMAIN = "ort_ascend_ops"
+
+
+def _configs() -> dict[str, dict]:
+    from ..examples import byte_llama
+
+    return {
+        "llama512": {
+            "title": "HF Llama, hidden 512, intermediate 1376, 4 layers, 8 heads / 4 kv heads, vocab 32000",
+            "config": dict(
+                vocab_size=32000,
+                hidden_size=512,
+                intermediate_size=1376,
+                num_hidden_layers=4,
+                num_attention_heads=8,
+                num_key_value_heads=4,
+                max_position_embeddings=1024,
+                tie_word_embeddings=False,
+                use_cache=False,
+            ),
+            "batch": 2,
+            "seq": 256,
+        },
+        "byte_llama": {
+            "title": "the demo's byte Llama (examples.byte_llama.CONFIG)",
+            "config": dict(byte_llama.CONFIG),
+            "batch": byte_llama.BATCH,
+            "seq": byte_llama.SEQUENCE,
+        },
+    }
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+class _Ours:
+    """ours native or portable: the artifacts' Module and Optimizer at ``threads``."""
+
+    def __init__(self, paths: dict, threads: int, native: bool, ids: np.ndarray, options=None):
+        from ..training.api import CheckpointState, Module, Optimizer
+
+        self.ids = ids
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        self.module = Module(
+            paths["training"], state, threads=threads, native=native, session_options=options
+        )
+        self.optimizer = Optimizer(paths["optimizer"], self.module)
+        self.losses: list[float] = []
+
+    def __call__(self) -> None:
+        loss = self.module(self.ids, self.ids)
+        self.optimizer.step()
+        self.module.lazy_reset_grad()
+        self.losses.append(float(loss[0] if isinstance(loss, list) else loss))
+
+
+class _Torch:
+    """PyTorch eager: forward with the labels (the model's own loss), backward, AdamW."""
+
+    def __init__(self, model, threads: int, ids: np.ndarray):
+        torch = peers.torch_module()
+        self.torch, self.threads = torch, threads
+        self.model = copy.deepcopy(model).train()
+        self.optimizer = torch.optim.AdamW(self.model.parameters())
+        self.ids = torch.from_numpy(ids)
+        self.losses: list[float] = []
+
+    def __call__(self) -> None:
+        self.torch.set_num_threads(self.threads)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.model(input_ids=self.ids, labels=self.ids).loss
+        loss.backward()
+        self.optimizer.step()
+        self.losses.append(float(loss.detach()))
+
+
+def _profile_shares(
+    paths: dict, threads: int, ids: np.ndarray, steps: int, folder: Path, our_ops: set[str]
+) -> dict:
+    """ONNX Runtime's profile of ours native: per op type, its share of the training session's
+    runs; the optimizer session's time per step."""
+    from ..runtime import session_options
+
+    files = {}
+    options = {}
+    for which in ("train", "optimizer"):
+        options[which] = session_options(threads=threads, native=True)
+        options[which].enable_profiling = True
+        options[which].profile_file_prefix = str(folder / f"profile_{which}_{threads}")
+    engine = _Ours(paths, threads, True, ids, options["train"])
+    # The optimizer session's own profile: one options object per session (the Module passes its
+    # options on to the Optimizer).
+    from ..training.api import Optimizer
+
+    engine.module._options = options["optimizer"]
+    engine.optimizer = Optimizer(paths["optimizer"], engine.module)
+    for _ in range(steps + 1):
+        engine()
+    files["train"] = engine.module._train.session.end_profiling()
+    files["optimizer"] = engine.optimizer._session.end_profiling()
+    out = {}
+    for which, file in files.items():
+        events = json.load(open(file))
+        runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+        # The first run is a warm-up: only the nodes after its end count.
+        after = runs[0]["ts"] + runs[0]["dur"] if runs else 0
+        runs = [e["dur"] for e in runs[1:]]
+        by_op: dict[str, float] = defaultdict(float)
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and e["ts"] > after:
+                by_op[e["args"].get("op_name", "?")] += e["dur"]
+        total = sum(runs)
+        out[which] = {
+            "run_ms": statistics.median(runs) / 1e3 if runs else 0.0,
+            "shares": {op: d / total for op, d in sorted(by_op.items(), key=lambda kv: -kv[1])}
+            if total
+            else {},
+            "kernel_share": sum(by_op.values()) / total if total else 0.0,
+        }
+        os.unlink(file)
+    out["our_ops"] = sorted(our_ops)
+    return out
+
+
+def _peer(
+    venv: str,
+    config: dict,
+    weights: Path,
+    batch: Path,
+    threads: Sequence[int],
+    steps: int,
+    warmup: int,
+    folder: Path,
+) -> dict:
+    job = folder / "peer_job.json"
+    job.write_text(
+        json.dumps(
+            {
+                "config": config,
+                "weights": str(weights),
+                "batch": str(batch),
+                "threads": list(threads),
+                "steps": steps,
+                "warmup": warmup,
+                "work": str(folder / "orttraining"),
+            }
+        )
+    )
+    python = Path(venv) / "bin" / "python"
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run([str(python), str(PEER_SCRIPT), str(job)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        return {
+            "error": done.stderr.strip().splitlines()[-1]
+            if done.stderr.strip()
+            else f"exit {done.returncode}"
+        }
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _peer_venv(given: str | None) -> tuple[str | None, str]:
+    venv = given or os.environ.get(VENV_ENV)
+    if not venv:
+        return (
+            None,
+            f"onnxruntime-training: skipped (no venv given: --peer-venv or {VENV_ENV}; create one: {PEER_SETUP})",
+        )
+    if not (Path(venv) / "bin" / "python").exists():
+        return (
+            None,
+            f"onnxruntime-training: skipped ({venv}/bin/python does not exist; create it: {PEER_SETUP})",
+        )
+    return venv, ""
+
+
+def run_config(
+    name: str,
+    spec: dict,
+    threads: Sequence[int],
+    steps: int,
+    warmup: int,
+    venv: str | None,
+    profile: bool,
+    folder: Path,
+) -> dict:
+    import onnx
+    import torch
+    import transformers
+
+    from ..examples import byte_llama
+    from ..training import export_torch
+    from ..training.artifacts import generate_artifacts
+    from ..training.optim import AdamW
+
+    batch, seq = spec["batch"], spec["seq"]
+    tokens = batch * seq
+    _say(f"\n## {name}: {spec['title']}; batch {batch} x seq {seq} = {tokens} tokens/step")
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**spec["config"]))
+    n_params = sum(p.numel() for p in model.parameters())
+    ids = np.random.default_rng(0).integers(0, spec["config"]["vocab_size"], (batch, seq), dtype=np.int64)
+    x = torch.from_numpy(ids)
+    start = time.perf_counter()
+    # As the demo exports (examples.byte_llama.export): opset 23, batch and sequence dynamic.
+    dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")}
+    exported = export_torch(
+        model.eval(),
+        {"input_ids": x, "labels": x.clone()},
+        dynamic_shapes={"input_ids": dims, "labels": dims},
+        opset=byte_llama.OPSET,
+    )
+    export_s = time.perf_counter() - start
+    start = time.perf_counter()
+    paths = generate_artifacts(exported, loss=None, optimizer=AdamW(), artifact_directory=folder / "ours")
+    artifacts_s = time.perf_counter() - start
+    training = onnx.load(paths["training"], load_external_data=False)
+    our_ops = {n.op_type for n in training.graph.node if n.domain == OUR_DOMAIN}
+    _say(
+        f"{n_params / 1e6:.1f} M parameters; ours: export {export_s:.1f} s, artifacts {artifacts_s:.1f} s, "
+        f"training graph {len(training.graph.node)} nodes (our ops: {', '.join(sorted(our_ops)) or 'none'})"
+    )
+    del training
+    result = {
+        "name": name,
+        "title": spec["title"],
+        "batch": batch,
+        "seq": seq,
+        "tokens": tokens,
+        "parameters": n_params,
+        "runs": {},
+        "profile": {},
+    }
+    for n in threads:
+        engines = {
+            "ours native": _Ours(paths, n, True, ids),
+            "ours portable": _Ours(paths, n, False, ids),
+            "PyTorch eager": _Torch(model, n, ids),
+        }
+        timings = measure(*engines.values(), repeats=steps, warmup=warmup)
+        for engine_name, engine, timing in zip(engines, engines.values(), timings, strict=True):
+            result["runs"][(engine_name, n)] = {
+                "median_s": timing.median,
+                "spread": timing.spread,
+                "steps": timing.repeats,
+                "first_loss": engine.losses[0],
+            }
+        del engines
+        _say(
+            f"threads {n}: "
+            + "; ".join(f"{e} {r['median_s'] * 1e3:.0f} ms" for (e, t), r in result["runs"].items() if t == n)
+        )
+    if venv:
+        weights, batch_file = folder / "weights.pt", folder / "batch.npy"
+        torch.save(model.state_dict(), weights)
+        np.save(batch_file, ids)
+        peer = _peer(venv, spec["config"], weights, batch_file, threads, steps, warmup, folder)
+        if "error" in peer:
+            result["peer_error"] = peer["error"]
+            _say(f"onnxruntime-training failed: {peer['error']}")
+        for r in peer.get("runs", []):
+            result["runs"][("onnxruntime-training", r["threads"])] = r
+    if profile:
+        for n in threads:
+            result["profile"][n] = _profile_shares(paths, n, ids, max(3, steps // 2), folder, our_ops)
+    return result
+
+
+def _table(result: dict, threads: Sequence[int]) -> list[str]:
+    tokens = result["tokens"]
+    lines = [
+        "| engine | "
+        + " | ".join(
+            f"{n} thread{'s' if n > 1 else ''}: ms/step (±spread) | tokens/s | ours native's speed vs it"
+            for n in threads
+        )
+        + " | first loss |",
+        "|---|" + "---:|---:|---:|" * len(threads) + "---:|",
+    ]
+    for engine in ENGINES:
+        cells, loss = [], None
+        for n in threads:
+            r = result["runs"].get((engine, n))
+            native = result["runs"].get(("ours native", n))
+            if r is None:
+                cells += ["-", "-", "-"]
+                continue
+            loss = r["first_loss"]
+            ratio = "1.00x" if engine == "ours native" else f"{r['median_s'] / native['median_s']:.2f}x"
+            cells += [
+                f"{r['median_s'] * 1e3:.0f} (±{r['spread'] * 100:.0f}%)",
+                f"{tokens / r['median_s']:,.0f}",
+                ratio,
+            ]
+        if any(c != "-" for c in cells):
+            lines.append(
+                f"| {engine} | " + " | ".join(cells) + f" | {'-' if loss is None else f'{loss:.4f}'} |"
+            )
+    return lines
+
+
+def _profile_lines(result: dict, top: int) -> list[str]:
+    lines = []
+    for n, prof in result["profile"].items():
+        train, opt = prof["train"], prof["optimizer"]
+        shares = train["shares"]
+        shown = list(shares)[:top] + [
+            op for op in prof["our_ops"] if op in shares and op not in list(shares)[:top]
+        ]
+        text = ", ".join(f"{op} {shares[op] * 100:.1f}%" for op in shown)
+        lines.append(
+            f"- {n} thread{'s' if n > 1 else ''}, ours native (profiled, so slower): training session "
+            f"{train['run_ms']:.0f} ms/run, kernels {train['kernel_share'] * 100:.0f}% of it: {text}. "
+            f"Optimizer session {opt['run_ms']:.1f} ms/step "
+            f"({opt['run_ms'] / (train['run_ms'] + opt['run_ms']) * 100:.0f}% of the profiled step)."
+        )
+    return lines
+
+
+def main(
+    names: Sequence[str],
+    threads: Sequence[int],
+    steps: int,
+    warmup: int,
+    peer_venv: str | None,
+    profile: bool,
+    command: str,
+    json_path: str | None = None,
+    markdown_path: str | None = None,
+) -> int:
+    if peers.torch_module() is None:
+        print(
+            f"training_step needs PyTorch and transformers to export the models: {peers.TORCH_INSTALL} transformers"
+        )
+        return 0
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("training_step needs transformers to build the models: pip install 'ort_ascend_ops[torch]'")
+        return 0
+    configs = _configs()
+    unknown = [n for n in names if n not in configs]
+    if unknown:
+        print(f"unknown training_step configs {unknown}; choose from {sorted(configs)}", file=sys.stderr)
+        return 2
+    machine = report.machine()
+    date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    _say(f"training_step: {machine['cpu']}, {machine['cores']} cores; threads {list(threads)}; {date}")
+    _say(
+        f"onnxruntime {machine['versions']['onnxruntime']}, torch {machine['versions']['torch']}; "
+        f"median of {steps} steps after {warmup} warm-up"
+    )
+    venv, skipped = _peer_venv(peer_venv)
+    if skipped:
+        _say(skipped)
+    results, lines = [], [f"`{command}` ({date}; {machine['cpu']}, {machine['cores']} cores)", ""]
+    with tempfile.TemporaryDirectory(prefix="training_step_") as tmp:
+        for name in names or list(configs):
+            folder = Path(tmp) / name
+            folder.mkdir()
+            result = run_config(name, configs[name], threads, steps, warmup, venv, profile, folder)
+            results.append(result)
+            part = [
+                f"**{name}**: {result['title']}; {result['parameters'] / 1e6:.1f} M parameters; batch "
+                f"{result['batch']} x seq {result['seq']}",
+                "",
+                *_table(result, threads),
+                "",
+            ]
+            part += _profile_lines(result, 10) + [""]
+            if skipped:
+                part.append(skipped)
+            _say("\n".join(part))
+            lines += part
+    if json_path:
+        serial = [
+            {**r, "runs": [{"engine": e, "threads": t, **v} for (e, t), v in r["runs"].items()]}
+            for r in results
+        ]
+        Path(json_path).write_text(
+            json.dumps({"command": command, "date": date, "machine": machine, "results": serial}, indent=2)
+        )
+        _say(f"wrote {json_path}")
+    if markdown_path:
+        Path(markdown_path).write_text("\n".join(lines) + "\n")
+        _say(f"wrote {markdown_path}")
+    return 0

@@ -1,0 +1,444 @@
+"""onnxruntime-training's training API (``CheckpointState``, ``Module``, ``Optimizer``,
+``LinearLRScheduler``) over current ONNX Runtime, for the artifacts of ``generate_artifacts``.
+
+Parameters, gradients and optimizer states are OrtValues in ONNX Runtime's memory that the
+sessions read and write through IOBinding: nothing goes through NumPy between steps. Updates
+write into a second buffer that then takes the first one's place (a session cannot read and
+write one tensor), so each value costs twice its size."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, session_options
+from .artifacts import _pruned
+from .checkpoint import Contents, read, write
+from .graph import grad_name
+from .optim import LEARNING_RATE, STEP, from_metadata, state_name, updated
+
+
+def _zeros_like(value: ort.OrtValue) -> ort.OrtValue:
+    return ortvalue_copy(np.zeros(value.shape(), _as_numpy(value).dtype))
+
+
+class Parameter:
+    """One parameter of a ``CheckpointState``: ``data`` and ``grad`` read as NumPy copies;
+    assigning ``data`` copies into the parameter's buffer."""
+
+    def __init__(self, name: str, value: ort.OrtValue, requires_grad: bool):
+        self.name = name
+        self.requires_grad = requires_grad
+        self._value = value
+        self._grad: ort.OrtValue | None = None
+
+    @property
+    def data(self) -> np.ndarray:
+        return _as_numpy(self._value)
+
+    @data.setter
+    def data(self, array: np.ndarray) -> None:
+        current = self.data
+        array = np.asarray(array)
+        if array.shape != current.shape or array.dtype != current.dtype:
+            raise ValueError(
+                f"parameter '{self.name}' is {current.dtype}{list(current.shape)}; "
+                f"got {array.dtype}{list(array.shape)}"
+            )
+        self._value.update_inplace(np.ascontiguousarray(array))
+
+    @property
+    def grad(self) -> np.ndarray | None:
+        """The gradient the module last computed or accumulated; None before its first call."""
+        return None if self._grad is None else _as_numpy(self._grad)
+
+    def __repr__(self) -> str:
+        return f"Parameter({self.name!r}, shape={self._value.shape()}, requires_grad={self.requires_grad})"
+
+
+class Parameters:
+    """The parameters by name. As in onnxruntime-training, iterating gives (name, Parameter)
+    pairs and assigning an array to a name sets that parameter's data."""
+
+    def __init__(self, parameters: dict[str, Parameter]):
+        self._parameters = parameters
+
+    def __getitem__(self, name: str) -> Parameter:
+        return self._parameters[name]
+
+    def __setitem__(self, name: str, array: np.ndarray) -> None:
+        self._parameters[name].data = array
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._parameters
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.items())
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+
+class Properties(dict):
+    """User values saved with a checkpoint (an epoch, a data position): int, float or str (a
+    bool or NumPy scalar is taken as the int or float it holds, as onnxruntime-training does)."""
+
+    def __setitem__(self, name: str, value: int | float | str) -> None:
+        if isinstance(value, bool | np.integer):
+            value = int(value)
+        elif isinstance(value, np.floating):
+            value = float(value)
+        if not isinstance(name, str) or type(value) not in (int, float, str):
+            raise TypeError(f"property '{name}': values are int, float or str, not {type(value).__name__}")
+        super().__setitem__(name, value)
+
+    def update(self, *args, **kwargs) -> None:
+        for name, value in dict(*args, **kwargs).items():
+            self[name] = value
+
+
+class CheckpointState:
+    """The training state: parameters (and their gradients), properties and, once an
+    ``Optimizer`` runs, its step, learning rate and per-parameter states."""
+
+    def __init__(self, contents: Contents):
+        self.parameters = Parameters(
+            {
+                name: Parameter(name, ortvalue_copy(array), contents.requires_grad[name])
+                for name, array in contents.parameters.items()
+            }
+        )
+        self.properties = Properties()
+        self.properties.update(contents.properties)
+        self._optimizer = dict(contents.optimizer) if contents.optimizer is not None else None
+        self._optimizer_states = {
+            state: {name: ortvalue_copy(a) for name, a in arrays.items()}
+            for state, arrays in contents.optimizer_states.items()
+        }
+
+    @classmethod
+    def load_checkpoint(cls, checkpoint_uri: str | os.PathLike) -> CheckpointState:
+        return cls(read(checkpoint_uri))
+
+    @staticmethod
+    def save_checkpoint(
+        state: CheckpointState, checkpoint_uri: str | os.PathLike, include_optimizer_state: bool = False
+    ) -> None:
+        """Writes the state atomically: a process killed during the save leaves the previous
+        file at ``checkpoint_uri`` whole."""
+        contents = Contents(
+            parameters={name: p.data for name, p in state.parameters.items()},
+            requires_grad={name: p.requires_grad for name, p in state.parameters.items()},
+            properties=dict(state.properties),
+        )
+        if include_optimizer_state and state._optimizer is not None:
+            contents.optimizer = dict(state._optimizer)
+            contents.optimizer_states = {
+                s: {name: _as_numpy(v) for name, v in values.items()}
+                for s, values in state._optimizer_states.items()
+            }
+        write(checkpoint_uri, contents)
+
+
+def _as_ortvalue(value) -> ort.OrtValue:
+    return value if isinstance(value, ort.OrtValue) else ortvalue_view(np.asarray(value))
+
+
+def _session(model: onnx.ModelProto, threads: int | None, native: bool, options: ort.SessionOptions | None):
+    if options is None:
+        options = session_options(threads=threads, native=native)
+        # A step runs the training session, then the optimizer's (and the eval's): a thread pool
+        # left spinning after one takes the cores the next one needs (measured 2x slower steps
+        # on two threads).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return make_session(model, options=options).ort
+
+
+class _Program:
+    """A training or eval model bound to a state: which inputs the user gives, which are
+    parameters, which outputs are the user's and which gradients."""
+
+    def __init__(self, uri, state: CheckpointState, threads, native, options):
+        self.model = onnx.load(uri) if not isinstance(uri, onnx.ModelProto) else uri
+        self.session = _session(self.model, threads, native, options)
+        inputs = [i.name for i in self.session.get_inputs()]
+        self.parameters = [n for n in inputs if n in state.parameters]
+        self.user_inputs = [n for n in inputs if n not in state.parameters]
+        outputs = [o.name for o in self.session.get_outputs()]
+        self.grads = {p: grad_name(p) for p in self.parameters if grad_name(p) in outputs}
+        self.user_outputs = [o for o in outputs if o not in set(self.grads.values())]
+        frozen_with_grad = [p for p in self.grads if not state.parameters[p].requires_grad]
+        if frozen_with_grad:
+            raise ValueError(
+                f"the checkpoint freezes {frozen_with_grad}, which the training model differentiates"
+            )
+
+    def bind(self, state: CheckpointState, user_inputs: Sequence) -> ort.IOBinding:
+        if len(user_inputs) != len(self.user_inputs):
+            raise ValueError(
+                f"the model takes {len(self.user_inputs)} inputs {self.user_inputs}, got {len(user_inputs)}"
+            )
+        binding = self.session.io_binding()
+        for name, value in zip(self.user_inputs, user_inputs, strict=True):
+            binding.bind_ortvalue_input(name, _as_ortvalue(value))
+        for name in self.parameters:
+            binding.bind_ortvalue_input(name, state.parameters[name]._value)
+        for name in self.user_outputs:
+            binding.bind_output(name, "cpu")
+        return binding
+
+    def results(self, binding: ort.IOBinding):
+        values = [_as_numpy(v) for v in binding.get_outputs()[: len(self.user_outputs)]]
+        return values[0] if len(values) == 1 else values
+
+
+def _accumulation_model(types: Sequence[onnx.TypeProto]) -> onnx.ModelProto:
+    """a_i + b_i for every gradient: the accumulation of one micro-batch's gradients."""
+    nodes, inputs, outputs = [], [], []
+    for i, value_type in enumerate(types):
+        nodes.append(helper.make_node("Add", [f"a{i}", f"b{i}"], [f"sum{i}"]))
+        inputs += [helper.make_value_info(f"a{i}", value_type), helper.make_value_info(f"b{i}", value_type)]
+        outputs.append(helper.make_value_info(f"sum{i}", value_type))
+    graph = helper.make_graph(nodes, "accumulate", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+class Module:
+    """The training (and eval) model over a ``CheckpointState``. Each training call computes the
+    loss and the gradients and adds them to those of the calls since ``lazy_reset_grad`` (or
+    since the start), as onnxruntime-training's Module does: call ``lazy_reset_grad`` after each
+    optimizer step. ``threads``: ONNX Runtime's intra-op threads; ``native=False`` runs the
+    reference functions instead of the native library."""
+
+    def __init__(
+        self,
+        train_model_uri,
+        state: CheckpointState,
+        eval_model_uri=None,
+        device: str = "cpu",
+        *,
+        threads: int | None = None,
+        native: bool = True,
+        session_options: ort.SessionOptions | None = None,
+    ):
+        if device != "cpu":
+            raise ValueError(f"device '{device}': the training API runs on the CPU")
+        self._state = state
+        self._threads, self._native, self._options = threads, native, session_options
+        self._train = _Program(train_model_uri, state, threads, native, session_options)
+        self._eval = (
+            _Program(eval_model_uri, state, threads, native, session_options) if eval_model_uri else None
+        )
+        self._training = True
+        self._reset_pending = True
+        self._adder: ort.InferenceSession | None = None
+        self._scratch: dict[str, ort.OrtValue] = {}
+        self._spare: dict[str, ort.OrtValue] = {}
+
+    def train(self, mode: bool = True) -> Module:
+        self._training = mode
+        return self
+
+    def eval(self) -> Module:
+        if self._eval is None:
+            raise RuntimeError("this Module has no eval model (pass eval_model_uri)")
+        return self.train(False)
+
+    @property
+    def training(self) -> bool:
+        return self._training
+
+    @property
+    def training_session(self) -> ort.InferenceSession:
+        """The training model's ONNX Runtime session (to end its profiling, say)."""
+        return self._train.session
+
+    def input_names(self) -> list[str]:
+        return list((self._train if self._training else self._eval).user_inputs)
+
+    def output_names(self) -> list[str]:
+        return list((self._train if self._training else self._eval).user_outputs)
+
+    def lazy_reset_grad(self) -> None:
+        """The next training call overwrites the gradients instead of adding to them."""
+        self._reset_pending = True
+
+    def __call__(self, *user_inputs):
+        """The loss (a NumPy float32 scalar; a list when the model has more outputs)."""
+        program = self._train if self._training else self._eval
+        binding = program.bind(self._state, user_inputs)
+        if not self._training:
+            program.session.run_with_iobinding(binding)
+            return program.results(binding)
+        accumulate = not self._reset_pending
+        for p, grad in program.grads.items():
+            parameter = self._state.parameters[p]
+            if parameter._grad is None:
+                parameter._grad = _zeros_like(parameter._value)
+            target = self._scratch_of(p) if accumulate else parameter._grad
+            binding.bind_ortvalue_output(grad, target)
+        program.session.run_with_iobinding(binding)
+        if accumulate:
+            self._accumulate(list(program.grads))
+        self._reset_pending = False
+        return program.results(binding)
+
+    def _scratch_of(self, name: str) -> ort.OrtValue:
+        if name not in self._scratch:
+            self._scratch[name] = _zeros_like(self._state.parameters[name]._value)
+        return self._scratch[name]
+
+    def _accumulate(self, names: list[str]) -> None:
+        parameters = self._state.parameters
+        if self._adder is None:
+            types = [
+                helper.make_tensor_type_proto(
+                    helper.np_dtype_to_tensor_dtype(parameters[n].data.dtype), parameters[n]._value.shape()
+                )
+                for n in names
+            ]
+            self._adder = _session(_accumulation_model(types), self._threads, False, self._options)
+        binding = self._adder.io_binding()
+        for i, name in enumerate(names):
+            self._spare.setdefault(name, _zeros_like(parameters[name]._value))
+            binding.bind_ortvalue_input(f"a{i}", parameters[name]._grad)
+            binding.bind_ortvalue_input(f"b{i}", self._scratch[name])
+            binding.bind_ortvalue_output(f"sum{i}", self._spare[name])
+        self._adder.run_with_iobinding(binding)
+        for name in names:
+            parameters[name]._grad, self._spare[name] = self._spare[name], parameters[name]._grad
+
+    def export_model_for_inferencing(self, inference_model_uri, graph_output_names: Sequence[str]) -> None:
+        """Writes the eval model computing ``graph_output_names`` (outputs or inner values), the
+        parameters' current values as its initializers, the inputs it no longer needs removed."""
+        if self._eval is None:
+            raise RuntimeError("exporting needs the eval model (pass eval_model_uri)")
+        model = _pruned(self._eval.model, list(graph_output_names))
+        graph = model.graph
+        parameters = [i for i in graph.input if i.name in self._state.parameters]
+        for value in parameters:
+            graph.input.remove(value)
+            graph.initializer.append(
+                onnx.numpy_helper.from_array(self._state.parameters[value.name].data, value.name)
+            )
+        onnx.checker.check_model(model)
+        onnx.save(model, Path(inference_model_uri))
+
+
+class Optimizer:
+    """Runs the optimizer model over the module's trainable parameters. The learning rate starts
+    at the optimizer's default (``lr`` of ``optim.AdamW`` or ``optim.SGD`` given to
+    ``generate_artifacts``) unless the checkpoint holds one."""
+
+    def __init__(self, optimizer_model_uri, module: Module):
+        model = (
+            onnx.load(optimizer_model_uri)
+            if not isinstance(optimizer_model_uri, onnx.ModelProto)
+            else optimizer_model_uri
+        )
+        self.options = from_metadata(model)
+        self._module = module
+        state = module._state
+        self._session = _session(model, module._threads, False, module._options)
+        inputs = {i.name for i in self._session.get_inputs()}
+        self._names = [p for p in state.parameters.keys() if p in inputs]
+        untrained = [p for p in module._train.grads if p not in self._names]
+        if untrained:
+            raise ValueError(f"the optimizer model does not update {untrained}")
+        if state._optimizer is None:
+            state._optimizer = {"step": 0, "learning_rate": float(self.options.lr)}
+        for s in self.options.states:
+            values = state._optimizer_states.setdefault(s, {})
+            for p in self._names:
+                if p not in values:
+                    values[p] = _zeros_like(state.parameters[p]._value)
+                elif values[p].shape() != state.parameters[p]._value.shape():
+                    raise ValueError(f"the checkpoint's {s} of '{p}' is shaped {values[p].shape()}")
+        self._spare: dict[tuple[str, str], ort.OrtValue] = {}
+
+    @property
+    def session(self) -> ort.InferenceSession:
+        """The optimizer model's ONNX Runtime session."""
+        return self._session
+
+    @property
+    def step_count(self) -> int:
+        """Steps taken, those of the run a checkpoint resumes included."""
+        return int(self._module._state._optimizer["step"])
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        self._module._state._optimizer["learning_rate"] = float(learning_rate)
+
+    def get_learning_rate(self) -> float:
+        return float(self._module._state._optimizer["learning_rate"])
+
+    def step(self) -> None:
+        """One update of every trainable parameter from its current gradient."""
+        state = self._module._state
+        binding = self._session.io_binding()
+        binding.bind_ortvalue_input(
+            LEARNING_RATE, ortvalue_copy(np.array(self.get_learning_rate(), np.float32))
+        )
+        binding.bind_ortvalue_input(STEP, ortvalue_copy(np.array(self.step_count + 1, np.int64)))
+        for p in self._names:
+            parameter = state.parameters[p]
+            if parameter._grad is None:
+                raise RuntimeError(f"no gradient for '{p}' yet: run the module before the optimizer")
+            binding.bind_ortvalue_input(p, parameter._value)
+            binding.bind_ortvalue_input(grad_name(p), parameter._grad)
+            binding.bind_ortvalue_output(updated(p), self._spare_of(p, "", parameter._value))
+            for s in self.options.states:
+                values = state._optimizer_states[s]
+                binding.bind_ortvalue_input(state_name(p, s), values[p])
+                binding.bind_ortvalue_output(updated(state_name(p, s)), self._spare_of(p, s, values[p]))
+        self._session.run_with_iobinding(binding)
+        for p in self._names:
+            parameter = state.parameters[p]
+            parameter._value, self._spare[(p, "")] = self._spare[(p, "")], parameter._value
+            for s in self.options.states:
+                values = state._optimizer_states[s]
+                values[p], self._spare[(p, s)] = self._spare[(p, s)], values[p]
+        state._optimizer["step"] = self.step_count + 1
+
+    def _spare_of(self, name: str, state: str, like: ort.OrtValue) -> ort.OrtValue:
+        if (name, state) not in self._spare:
+            self._spare[(name, state)] = _zeros_like(like)
+        return self._spare[(name, state)]
+
+
+class LinearLRScheduler:
+    """Linear warm-up from 0 to ``initial_lr`` over ``warmup_step_count`` steps, then linear
+    decay to 0 at ``total_step_count``, a function of the optimizer's step count (so a resumed
+    run continues the schedule): call ``step()`` after each ``optimizer.step()``."""
+
+    def __init__(
+        self, optimizer: Optimizer, warmup_step_count: int, total_step_count: int, initial_lr: float
+    ):
+        self._optimizer = optimizer
+        self.warmup_step_count, self.total_step_count = int(warmup_step_count), int(total_step_count)
+        self.initial_lr = float(initial_lr)
+        optimizer.set_learning_rate(self.learning_rate(optimizer.step_count))
+
+    def learning_rate(self, step: int) -> float:
+        if step < self.warmup_step_count:
+            return self.initial_lr * step / max(1, self.warmup_step_count)
+        remaining = self.total_step_count - step
+        return self.initial_lr * max(0.0, remaining / max(1, self.total_step_count - self.warmup_step_count))
+
+    def step(self) -> None:
+        self._optimizer.set_learning_rate(self.learning_rate(self._optimizer.step_count))

@@ -1,0 +1,286 @@
+"""``generate_artifacts``: onnxruntime-training's artifacts (a training, an eval and an optimizer
+model and a checkpoint) for current ONNX Runtime, with this package's grad ops. Its users switch
+by changing the import; the models are plain ONNX carrying the reference functions."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ..fusion import fuse as fuse_patterns
+from .autodiff import build_training_model
+from .checkpoint import Contents, write
+from .export import parameter_names
+from .graph import GradientError
+from .optim import SGD, AdamW, optimizer_model
+
+TRAINING_MODEL = "training_model.onnx"
+EVAL_MODEL = "eval_model.onnx"
+OPTIMIZER_MODEL = "optimizer_model.onnx"
+CHECKPOINT = "checkpoint.safetensors"
+# The inputs a LossType adds for what the output is compared with, as onnxruntime-training names them.
+TARGET = "target"
+LABELS = "labels"
+IGNORE_INDEX = -100  # torch.nn.CrossEntropyLoss's (and Hugging Face's padding label)
+
+
+class LossType(enum.Enum):
+    """A loss appended to the model's first output, mean-reduced: ``MSELoss`` against a new input
+    ``target`` shaped like the output; ``CrossEntropyLoss`` of scores ``[N, C]`` or ``[N, ..., C]``
+    (classes last, as a language model's logits; onnxruntime-training takes only ``[N, C]``)
+    against int64 ``labels`` ``[N]`` or ``[N, ...]``, labels of -100 ignored as torch ignores them."""
+
+    MSELoss = "MSELoss"
+    CrossEntropyLoss = "CrossEntropyLoss"
+
+
+class OptimType(enum.Enum):
+    """The optimizer of the optimizer model, with ``torch.optim``'s defaults (``optim.AdamW``,
+    ``optim.SGD``; pass one of those instead for other hyperparameters)."""
+
+    AdamW = AdamW
+    SGD = SGD
+
+
+_FLOATS = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+
+
+def _with_loss(
+    model: onnx.ModelProto, loss: LossType | None, loss_name: str | None
+) -> tuple[onnx.ModelProto, str]:
+    """A copy of the model with ``loss`` appended; its loss output's name."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    outputs = [o.name for o in model.graph.output]
+    if loss is None:
+        name = loss_name or ("loss" if "loss" in outputs else outputs[0])
+        if name not in outputs:
+            raise GradientError(f"'{name}' is not an output of the model (its outputs: {outputs})")
+        return model, name
+    graph, scores = model.graph, model.graph.output[0]
+    name = loss_name or "loss"
+    if name in outputs or name in {i.name for i in graph.input}:
+        raise GradientError(f"the model already has a value '{name}'; pass loss_output_name")
+    if loss is LossType.MSELoss:
+        graph.input.append(helper.make_value_info(TARGET, scores.type))
+        diff = helper.make_node("Sub", [scores.name, TARGET], [f"{name}/diff"])
+        square = helper.make_node("Mul", [f"{name}/diff", f"{name}/diff"], [f"{name}/square"])
+        mean = helper.make_node("ReduceMean", [f"{name}/square"], [name], keepdims=0)
+        graph.node.extend([diff, square, mean])
+    else:
+        rank = len(scores.type.tensor_type.shape.dim)
+        if rank < 2:
+            raise GradientError(
+                f"CrossEntropyLoss needs scores of rank 2 or more; '{scores.name}' has rank {rank}"
+            )
+        labels = [d.dim_param or d.dim_value or None for d in scores.type.tensor_type.shape.dim][:-1]
+        graph.input.append(helper.make_tensor_value_info(LABELS, TensorProto.INT64, labels))
+        flat_scores, flat_labels = scores.name, LABELS
+        if rank > 2:  # [N, ..., C] and [N, ...] as rows of classes: the fast, 2-D form of the op
+            flat_scores, flat_labels = f"{name}/scores", f"{name}/labels"
+            graph.node.append(helper.make_node("Flatten", [scores.name], [flat_scores], axis=rank - 1))
+            graph.node.append(helper.make_node("Reshape", [LABELS, f"{name}/rows"], [flat_labels]))
+            graph.initializer.append(numpy_helper.from_array(np.array([-1], np.int64), f"{name}/rows"))
+        graph.node.append(
+            helper.make_node(
+                "SoftmaxCrossEntropyLoss",
+                [flat_scores, flat_labels],
+                [name],
+                reduction="mean",
+                ignore_index=IGNORE_INDEX,
+            )
+        )
+    elem = scores.type.tensor_type.elem_type
+    graph.output.insert(0, helper.make_tensor_value_info(name, elem, []))
+    return model, name
+
+
+def _lifted(model: onnx.ModelProto, parameters: Sequence[str]) -> onnx.ModelProto:
+    """The model with ``parameters`` moved from initializers to graph inputs (after the user's
+    inputs), fed from the checkpoint by the training API."""
+    graph = model.graph
+    kept = [i for i in graph.initializer if i.name not in set(parameters)]
+    by_name = {i.name: i for i in graph.initializer}
+    present = [p for p in parameters if p in by_name]
+    graph.input.extend(
+        helper.make_tensor_value_info(p, by_name[p].data_type, list(by_name[p].dims)) for p in present
+    )
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return model
+
+
+def _pruned(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
+    """The model computing only ``outputs`` (which may be inner values): the nodes and inputs
+    they need."""
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output if o}
+    needed, stack = set(), list(outputs)
+    while stack:
+        value = stack.pop()
+        if value in needed:
+            continue
+        needed.add(value)
+        if value in producer:
+            stack.extend(i for i in producer[value].input if i)
+            stack.extend(o for o in producer[value].output if o)
+    known = producer.keys() | {i.name for i in [*graph.input, *graph.initializer]}
+    unknown = [o for o in outputs if o not in known]
+    if unknown:
+        raise GradientError(f"the model has no values {unknown}")
+    if any(o not in {v.name for v in [*graph.value_info, *graph.output, *graph.input]} for o in outputs):
+        model = onnx.shape_inference.infer_shapes(model)
+        graph = model.graph
+    # An output dropped here stays declared, for a later export to take it again.
+    declared = {v.name: v for v in [*graph.value_info, *graph.output, *graph.input]}
+    missing = [o for o in outputs if o not in declared]
+    if missing:
+        raise GradientError(f"shape inference gives no type for {missing}")
+    pruned = helper.make_graph(
+        [n for n in graph.node if any(o in needed for o in n.output)],
+        graph.name,
+        [i for i in graph.input if i.name in needed],
+        [declared[o] for o in outputs],
+        initializer=[i for i in graph.initializer if i.name in needed],
+        value_info=[
+            v for v in [*graph.value_info, *graph.output] if v.name in needed and v.name not in outputs
+        ],
+    )
+    result = helper.make_model(
+        pruned,
+        opset_imports=list(model.opset_import),
+        ir_version=model.ir_version,
+        functions=list(model.functions),
+    )
+    result.metadata_props.extend(model.metadata_props)
+    return result
+
+
+def _dims(value: onnx.ValueInfoProto) -> tuple | None:
+    shape = value.type.tensor_type.shape
+    dims = tuple(d.dim_param or d.dim_value or None for d in shape.dim)
+    return dims if value.type.tensor_type.HasField("shape") and None not in dims else None
+
+
+def _shapes_from_one_source(graph: onnx.GraphProto) -> None:
+    """Rewires ``Shape(b)`` to ``Shape(a)`` when inputs ``a`` and ``b`` are declared with the same
+    dims, ``a`` first: the exporter takes a dynamic dim from any input that has it (the labels,
+    say), which would make the inference model exported from the eval model ask for labels."""
+    first: dict[tuple, str] = {}
+    source = {}
+    for value in graph.input:
+        dims = _dims(value)
+        if dims is not None:
+            source[value.name] = first.setdefault(dims, value.name)
+    for node in graph.node:
+        if node.op_type == "Shape" and node.domain in ("", "ai.onnx") and node.input[0] in source:
+            node.input[0] = source[node.input[0]]
+
+
+def _float_initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    return {i.name: i for i in model.graph.initializer if i.data_type in _FLOATS}
+
+
+def _parameters(model, requires_grad, frozen_params) -> tuple[list[str], list[str]]:
+    """The trainable and the frozen parameters. By default the trainable ones are the module's
+    parameters ``export_torch`` recorded, or else every floating-point initializer of more than
+    one element (a scalar initializer is usually a constant of the graph)."""
+    floats = _float_initializers(model)
+    frozen = list(frozen_params or [])
+    if requires_grad is None:
+        recorded = parameter_names(model)
+        candidates = recorded if recorded is not None else [n for n, i in floats.items() if _size(i) > 1]
+        requires_grad = [n for n in candidates if n in floats and n not in frozen]
+    trainable = list(requires_grad)
+    unknown = [n for n in trainable + frozen if n not in floats]
+    if unknown:
+        raise GradientError(f"{unknown} are not floating-point initializers of the model")
+    both = sorted(set(trainable) & set(frozen))
+    if both:
+        raise GradientError(f"{both} are both in requires_grad and in frozen_params")
+    return trainable, frozen
+
+
+def _size(init: onnx.TensorProto) -> int:
+    size = 1
+    for d in init.dims:
+        size *= d
+    return size
+
+
+def generate_artifacts(
+    model: onnx.ModelProto | str | os.PathLike,
+    requires_grad: Sequence[str] | None = None,
+    frozen_params: Sequence[str] | None = None,
+    loss: LossType | None = None,
+    optimizer: OptimType | AdamW | SGD | None = None,
+    artifact_directory: str | os.PathLike | None = None,
+    *,
+    prefix: str = "",
+    additional_output_names: Sequence[str] = (),
+    loss_output_name: str | None = None,
+    fuse: bool = True,
+) -> dict[str, Path]:
+    """Writes ``training_model.onnx`` (the loss and one ``<name>_grad`` per trainable
+    parameter), ``eval_model.onnx`` (the loss), ``optimizer_model.onnx`` (if ``optimizer``) and
+    ``checkpoint.safetensors`` (every parameter, trainable or frozen) into ``artifact_directory``
+    (default: the current one), each name after ``prefix``; returns their paths.
+
+    The parameters become inputs of the models, fed from the checkpoint by
+    ``ort_ascend_ops.training.api``; other initializers stay constants. ``loss=None``: the model
+    already outputs the scalar loss (``loss_output_name``, default the output named ``loss`` or
+    else the first); a ``LossType`` is applied to the first output against a new input
+    ``target``. ``fuse`` rewrites norm and rotary patterns to our ops first."""
+    source = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
+    trainable, frozen = _parameters(source, requires_grad, frozen_params)
+    if not trainable:
+        raise GradientError("no parameter requires a gradient")
+    with_loss, loss_name = _with_loss(source, loss, loss_output_name)
+    _shapes_from_one_source(with_loss.graph)
+    forward = fuse_patterns(with_loss) if fuse else with_loss
+    parameters = [n for n in _float_initializers(forward) if n in set(trainable) | set(frozen)]
+    training = build_training_model(forward, loss_name, trainable, fuse=False)
+    extra = list(additional_output_names)
+    evaluation = _pruned(forward, [loss_name, *extra])
+    if extra:
+        declared = {v.name: v for v in training.graph.value_info}
+        missing = [name for name in extra if name not in declared]
+        if missing:
+            raise GradientError(f"additional outputs {missing} are not values of the training graph")
+        outputs = list(training.graph.output)
+        del training.graph.output[:]
+        training.graph.output.extend([outputs[0], *(declared[name] for name in extra), *outputs[1:]])
+
+    folder = Path(artifact_directory or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for key, file, graph_model in (
+        ("training", TRAINING_MODEL, training),
+        ("eval", EVAL_MODEL, evaluation),
+    ):
+        lifted = _lifted(graph_model, parameters)
+        onnx.checker.check_model(lifted)
+        paths[key] = folder / f"{prefix}{file}"
+        onnx.save(lifted, paths[key])
+    if optimizer is not None:
+        options = optimizer.value() if isinstance(optimizer, OptimType) else optimizer
+        initializers = _float_initializers(forward)
+        types = {
+            n: helper.make_tensor_type_proto(initializers[n].data_type, list(initializers[n].dims))
+            for n in trainable
+        }
+        paths["optimizer"] = folder / f"{prefix}{OPTIMIZER_MODEL}"
+        onnx.save(optimizer_model(types, options), paths["optimizer"])
+    initializers = _float_initializers(forward)
+    contents = Contents(
+        parameters={n: numpy_helper.to_array(initializers[n]) for n in parameters},
+        requires_grad={n: n in set(trainable) for n in parameters},
+    )
+    paths["checkpoint"] = folder / f"{prefix}{CHECKPOINT}"
+    write(paths["checkpoint"], contents)
+    return paths

@@ -1,0 +1,129 @@
+"""Checkpoint files: safetensors, the format PyTorch and Hugging Face users already load
+(``safetensors.numpy.load_file`` or ``safetensors.torch.load_file`` read the parameters under
+their ``state_dict`` names), parsed by a library that validates offsets and shapes, holding no
+code (unlike pickle) and mappable without copies. Written atomically: a temporary file in the
+same folder, flushed to disk, then renamed over the old one, so a process killed at any point
+leaves either the old checkpoint or the new one, never a mix."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import safetensors
+import safetensors.numpy
+
+FORMAT = "ort_ascend_ops.checkpoint"
+VERSION = "1"
+# Names of optimizer state tensors: a prefix no state_dict key has.
+_OPTIMIZER_PREFIX = "optimizer/"
+
+
+@dataclass
+class Contents:
+    """What a checkpoint holds, in NumPy: every parameter and whether it trains, the user's
+    properties (int, float, str) and, if saved, the optimizer's step, learning rate and states
+    (state name -> parameter name -> array)."""
+
+    parameters: dict[str, np.ndarray]
+    requires_grad: dict[str, bool]
+    properties: dict[str, int | float | str] = field(default_factory=dict)
+    optimizer: dict | None = None  # {"step": int, "learning_rate": float}
+    optimizer_states: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+
+def _check_property(name: str, value) -> None:
+    if not isinstance(name, str) or type(value) not in (int, float, str):
+        raise TypeError(
+            f"checkpoint property '{name}': values are int, float or str, not {type(value).__name__}"
+        )
+
+
+def write(path: str | os.PathLike, contents: Contents) -> None:
+    """Writes ``contents`` to ``path`` atomically (see the module's docstring)."""
+    for name, value in contents.properties.items():
+        _check_property(name, value)
+    tensors = dict(contents.parameters)
+    for state, arrays in contents.optimizer_states.items():
+        tensors |= {f"{_OPTIMIZER_PREFIX}{state}/{name}": a for name, a in arrays.items()}
+    metadata = {
+        "format": FORMAT,
+        "version": VERSION,
+        "requires_grad": json.dumps(contents.requires_grad),
+        "properties": json.dumps(contents.properties),
+    }
+    if contents.optimizer is not None:
+        metadata["optimizer"] = json.dumps(contents.optimizer)
+    data = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata=metadata)
+    _write_atomically(Path(path), data)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        raise
+    # The rename itself reaches the disk only with the folder's entry.
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    # Leftovers of savers killed before their rename.
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
+
+
+def read(path: str | os.PathLike) -> Contents:
+    """The checkpoint at ``path``; ``ValueError`` naming the file when it is not one of ours."""
+    try:
+        with safetensors.safe_open(str(path), framework="numpy") as f:
+            metadata: Mapping[str, str] = f.metadata() or {}
+            if metadata.get("format") != FORMAT:
+                raise ValueError(f"{path}: not an ort_ascend_ops checkpoint (no '{FORMAT}' metadata)")
+            if metadata.get("version") != VERSION:
+                raise ValueError(
+                    f"{path}: checkpoint version {metadata.get('version')!r}, this reads {VERSION}"
+                )
+            tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 (safe_open has no iterator)
+    except safetensors.SafetensorError as error:
+        raise ValueError(f"{path}: not a readable safetensors file: {error}") from None
+    try:
+        contents = Contents(
+            parameters={k: v for k, v in tensors.items() if not k.startswith(_OPTIMIZER_PREFIX)},
+            requires_grad={str(k): bool(v) for k, v in json.loads(metadata["requires_grad"]).items()},
+            properties=dict(json.loads(metadata["properties"])),
+            optimizer=json.loads(metadata["optimizer"]) if "optimizer" in metadata else None,
+        )
+        if contents.optimizer is not None:
+            contents.optimizer = {
+                "step": int(contents.optimizer["step"]),
+                "learning_rate": float(contents.optimizer["learning_rate"]),
+            }
+        for name, value in contents.properties.items():
+            _check_property(name, value)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ValueError(f"{path}: malformed checkpoint metadata ({type(error).__name__}: {error})") from None
+    for key, value in tensors.items():
+        if key.startswith(_OPTIMIZER_PREFIX):
+            state, _, name = key.removeprefix(_OPTIMIZER_PREFIX).partition("/")
+            if name not in contents.parameters:
+                raise ValueError(f"{path}: optimizer state '{key}' belongs to no parameter")
+            contents.optimizer_states.setdefault(state, {})[name] = value
+    if set(contents.requires_grad) != set(contents.parameters):
+        raise ValueError(f"{path}: the parameters and their requires_grad flags do not match")
+    return contents

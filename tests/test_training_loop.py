@@ -1,0 +1,179 @@
+"""``python -m ort_ascend_ops train`` on the demo's byte-level Llama: the losses equal PyTorch
+training the same Hugging Face model on the same batches, Ctrl-C saves and a resumed run gives
+the uninterrupted run's losses bit for bit, and the run leaves its CSV, PNG and checkpoint."""
+
+import csv
+import importlib.util
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ort_ascend_ops.examples import byte_llama
+from ort_ascend_ops.training.api import CheckpointState, LinearLRScheduler, Module, Optimizer
+from ort_ascend_ops.training.artifacts import generate_artifacts
+from ort_ascend_ops.training.data import ByteCorpus
+from ort_ascend_ops.training.optim import AdamW
+
+STEPS = 20
+LOSS_TOLERANCE = 1e-4
+# Small enough for CI: the run's settings, as command-line options.
+RUN = [
+    "--steps",
+    "8",
+    "--batch",
+    "2",
+    "--seq",
+    "32",
+    "--lr",
+    "3e-3",
+    "--save-every",
+    "2",
+    "--eval-every",
+    "4",
+]
+
+
+def relative_error(out, ref):
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return ByteCorpus.python_stdlib()
+
+
+def test_training_equals_pytorch_on_the_same_batches(corpus, tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    lr, warmup, batch, seq = 3e-3, 4, 4, 64
+    paths = generate_artifacts(byte_llama.model_path(), optimizer=AdamW(lr=lr), artifact_directory=tmp_path)
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state, threads=1)
+    optimizer = Optimizer(paths["optimizer"], module)
+    scheduler = LinearLRScheduler(optimizer, warmup, STEPS, lr)
+
+    torch.set_num_threads(1)
+    reference = byte_llama.module()
+    reference.load_state_dict({n: torch.from_numpy(p.data) for n, p in state.parameters.items()})
+    reference.train()
+    reference_optimizer = torch.optim.AdamW(reference.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        reference_optimizer, lambda s: s / warmup if s < warmup else max(0.0, (STEPS - s) / (STEPS - warmup))
+    )
+    ours, theirs = [], []
+    for step in range(1, STEPS + 1):
+        window = corpus.batch("train", step, batch, seq)
+        ours.append(float(module(window, window)))
+        optimizer.step()
+        scheduler.step()
+        module.lazy_reset_grad()
+        ids = torch.from_numpy(window)
+        loss = reference(input_ids=ids, labels=ids).loss
+        reference_optimizer.zero_grad()
+        loss.backward()
+        reference_optimizer.step()
+        schedule.step()
+        theirs.append(float(loss.detach()))
+    assert ours[-1] < ours[0] - 0.5, "the loss barely fell: the comparison would prove little"
+    worst = max(abs(a - b) / abs(b) for a, b in zip(ours, theirs, strict=True))
+    assert worst <= LOSS_TOLERANCE, (ours, theirs)
+    for name, parameter in reference.named_parameters():
+        assert relative_error(state.parameters[name].data, parameter.detach().numpy()) <= 1e-3, name
+
+
+def _train(out: Path, *extra: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "ort_ascend_ops", "train", str(byte_llama.model_path()), *RUN]
+    command += ["--out", str(out), "--threads", "1", *extra]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _rows(out: Path) -> list[dict]:
+    with open(out / "losses.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_ctrl_c_saves_and_resume_is_bit_identical(tmp_path):
+    straight = _train(tmp_path / "straight")
+    log, _ = straight.communicate(timeout=600)
+    assert straight.returncode == 0, log
+    assert (tmp_path / "straight" / "checkpoint.safetensors").exists()
+    assert (tmp_path / "straight" / "loss_curve.png").exists() or "matplotlib is not installed" in log
+
+    interrupted = _train(tmp_path / "resumed")
+    for line in interrupted.stdout:
+        if "    3/8" in line:
+            interrupted.send_signal(signal.SIGINT)
+            break
+    rest, _ = interrupted.communicate(timeout=600)
+    assert interrupted.returncode == 0, rest
+    assert "interrupted: saved the checkpoint at step" in rest
+    stopped_at = len(_rows(tmp_path / "resumed"))
+    assert 3 <= stopped_at < 8
+    resumed = _train(tmp_path / "resumed", "--resume")
+    log, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, log
+    assert "(resumed)" in log
+    # Every column but the step's seconds, as written (repr of the float): bit for bit.
+    keep = ("step", "loss", "eval_loss", "learning_rate")
+    expected = [{k: r[k] for k in keep} for r in _rows(tmp_path / "straight")]
+    assert [{k: r[k] for k in keep} for r in _rows(tmp_path / "resumed")] == expected
+    final = {
+        n: p.data
+        for n, p in CheckpointState.load_checkpoint(
+            tmp_path / "straight" / "checkpoint.safetensors"
+        ).parameters
+    }
+    again = CheckpointState.load_checkpoint(tmp_path / "resumed" / "checkpoint.safetensors")
+    for name, parameter in again.parameters:
+        np.testing.assert_array_equal(parameter.data, final[name])
+
+
+def test_train_reports_bad_data_paths(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ort_ascend_ops",
+            "train",
+            str(byte_llama.model_path()),
+            "--data",
+            str(tmp_path / "none"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert f"{tmp_path / 'none'}: no such file or directory" in result.stderr
+
+
+def test_the_committed_model_is_what_its_script_exports(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    script = Path(__file__).parents[1] / "models" / "byte_llama.py"
+    spec = importlib.util.spec_from_file_location("models_byte_llama", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(tmp_path)
+    assert (tmp_path / byte_llama.FILE).read_bytes() == (script.parent / byte_llama.FILE).read_bytes()
+
+
+def test_training_is_bit_identical_for_any_thread_count(corpus, tmp_path):
+    paths = generate_artifacts(byte_llama.model_path(), optimizer=AdamW(lr=3e-3), artifact_directory=tmp_path)
+    runs = {}
+    for threads in (1, 2, 3):
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        module = Module(paths["training"], state, threads=threads)
+        optimizer = Optimizer(paths["optimizer"], module)
+        losses = []
+        for step in range(3):
+            window = corpus.batch("train", step, 2, 32)
+            losses.append(module(window, window).tobytes())
+            optimizer.step()
+            module.lazy_reset_grad()
+        runs[threads] = losses, {n: p.data.tobytes() for n, p in state.parameters}
+    assert runs[2] == runs[1] and runs[3] == runs[1]

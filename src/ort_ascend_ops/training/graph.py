@@ -49,10 +49,12 @@ class Backward:
         for init in graph.initializer:
             self._types.setdefault(init.name, helper.make_tensor_type_proto(init.data_type, init.dims))
         for node in graph.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                value = next((a for a in node.attribute if a.name == "value"), None)
-                if value is not None:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.attribute:
+                value = node.attribute[0]
+                if value.name == "value":
                     self._constants[node.output[0]] = numpy_helper.to_array(value.t)
+                elif value.name in ("value_int", "value_ints", "value_float", "value_floats"):
+                    self._constants[node.output[0]] = np.array(helper.get_attribute_value(value))
         self._needs = needs
         self._taken = {v for n in graph.node for v in [*n.input, *n.output]} | set(self._types)
         self._shapes: dict[str, str] = {}

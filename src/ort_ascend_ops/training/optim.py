@@ -169,7 +169,7 @@ def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | S
         helper.make_value_info(LEARNING_RATE, scalar_f32),
         helper.make_value_info(STEP, helper.make_tensor_type_proto(TensorProto.INT64, [])),
     ]
-    outputs = []
+    outputs, renamed = [], {}
     step_scalars, update = _UPDATES[type(options)]
     scalars = step_scalars(b, options, lr, t)
     for name, value_type in parameters.items():
@@ -180,8 +180,12 @@ def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | S
         inputs += [helper.make_value_info(i, value_type) for i in ins]
         news = update(b, options, scalars, name, grad_name(name), states)
         for old in [name, *states.values()]:
-            b.nodes.append(helper.make_node("Identity", [news[old]], [updated(old)]))
+            renamed[news[old]] = updated(old)
             outputs.append(helper.make_value_info(updated(old), value_type))
+    # Each update's last node writes the output itself: an Identity would copy the tensor again.
+    for node in b.nodes:
+        node.input[:] = [renamed.get(i, i) for i in node.input]
+        node.output[:] = [renamed.get(o, o) for o in node.output]
     graph = helper.make_graph(b.nodes, f"{type(options).__name__}_step", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=10)
     model.metadata_props.add(key=METADATA, value=describe(options))

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 from ..graph import Backward, GradientError, attribute, node_label
 
 _END = np.iinfo(np.int64).max  # a Slice end past every axis
+_WHOLE = 2**62  # a Slice end at least this large is past any axis a tensor can have
 
 
 def transpose(b, node, grads):
@@ -65,8 +66,38 @@ def _scatter_back(b: Backward, x: str, g: str, select: Callable[[str], str], red
 
 def slice_(b, node, grads):
     x, rest = node.input[0], list(node.input[1:])
-    grad = _scatter_back(b, x, grads[0], lambda idx: b.op("Slice", idx, *rest), "none")
+    pads = _slice_pads(b, x, rest)
+    if pads is not None:
+        grad = b.op("Pad", grads[0], b.const(pads), hint=x) if any(pads) else grads[0]
+    else:
+        grad = _scatter_back(b, x, grads[0], lambda idx: b.op("Slice", idx, *rest), "none")
     return [grad] + [None] * len(rest)
+
+
+def _slice_pads(b: Backward, x: str, rest: list[str]) -> list[int] | None:
+    """Pad's pads that put a unit-step Slice's gradient back in place (zeros around it), when the
+    starts, ends, axes and steps are constants and the sliced axes' sizes are known (or the slice
+    takes a whole axis); else None (the general scatter). A rotary embedding's halves are such
+    slices, and all zeros (the gradient itself) an exporter's x[:, :]."""
+    starts, ends, axes, steps = (b.constant(n) if n else None for n in (rest + ["", "", ""])[:4])
+    dims = b.shape(x)
+    if starts is None or ends is None or dims is None or (len(rest) > 2 and rest[2] and axes is None):
+        return None
+    if len(rest) > 3 and rest[3] and (steps is None or np.any(steps != 1)):
+        return None
+    rank = len(dims)
+    axes = range(len(starts)) if axes is None else [int(a) % rank for a in axes]
+    before, after = [0] * rank, [0] * rank
+    for axis, start, end in zip(axes, starts.tolist(), ends.tolist(), strict=True):
+        size = dims[axis]
+        if size is None:  # of unknown size: only the whole axis (an exporter's x[:, :]) is known
+            if start != 0 or end < _WHOLE:
+                return None
+            continue
+        first = min(max(start + size if start < 0 else start, 0), size)
+        last = max(min(max(end + size if end < 0 else end, 0), size), first)
+        before[axis], after[axis] = first, size - last
+    return before + after
 
 
 def gather(b, node, grads):

@@ -12,21 +12,11 @@ from pathlib import Path
 
 import onnx
 
-from ort_ascend_ops.examples import byte_llama
-
-
-def _strip(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Without the debug metadata, which would more than double the file."""
-    for node in model.graph.node:
-        del node.metadata_props[:]
-        node.doc_string = ""
-    for value in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
-        del value.metadata_props[:]
-    return model
+from ort_ascend_ops.examples import byte_llama, without_debug_metadata
 
 
 def main(directory: Path = Path(__file__).parent) -> int:
-    model = _strip(byte_llama.export())
+    model = without_debug_metadata(byte_llama.export())
     onnx.checker.check_model(model)
     onnx.save(model, directory / byte_llama.FILE)
     print(f"wrote {directory / byte_llama.FILE} ({(directory / byte_llama.FILE).stat().st_size:,} bytes)")

@@ -21,16 +21,13 @@ import numpy as np
 import onnx
 
 from ort_ascend_ops.examples import hf_models as hf
+from ort_ascend_ops.examples import without_debug_metadata
 
 BFLOAT16_CASE = hf.Export("llama", "dynamic", 23, "ce", None)
 
 
 def _strip(model: onnx.ModelProto) -> onnx.ModelProto:
-    for node in model.graph.node:
-        del node.metadata_props[:]
-        node.doc_string = ""
-    for value in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
-        del value.metadata_props[:]
+    without_debug_metadata(model)
     del model.metadata_props[:]
     return model
 

@@ -54,6 +54,17 @@ def linear_gradient_model() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
+def linear_training(folder, **kwargs):
+    """The artifacts of ``linear_gradient_model`` (AdamW unless ``kwargs`` say otherwise), and a
+    state, module and optimizer over them."""
+    paths = generate_artifacts(
+        linear_gradient_model(), **({"optimizer": OptimType.AdamW} | kwargs), artifact_directory=folder
+    )
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state)
+    return paths, state, module, Optimizer(paths["optimizer"], module)
+
+
 OPTIMIZERS = [
     ("adamw-defaults", AdamW(), "AdamW", {}),
     ("adamw-decay", AdamW(lr=3e-3, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1), "AdamW", {}),
@@ -310,12 +321,7 @@ def test_generate_artifacts_errors_name_the_value(kwargs, message, tmp_path):
 
 
 def test_api_errors(tmp_path):
-    paths = generate_artifacts(
-        linear_gradient_model(), optimizer=OptimType.AdamW, artifact_directory=tmp_path
-    )
-    state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state)
-    optimizer = Optimizer(paths["optimizer"], module)
+    paths, state, module, optimizer = linear_training(tmp_path)
     with pytest.raises(RuntimeError, match="no gradient for 'b' yet: run the module before the optimizer"):
         optimizer.step()
     with pytest.raises(ValueError, match=r"takes 3 inputs \['g_w', 'g_b', 'g_scale'\], got 1"):
@@ -337,12 +343,7 @@ def test_api_errors(tmp_path):
 
 
 def test_checkpoint_round_trip_keeps_everything(tmp_path):
-    paths = generate_artifacts(
-        linear_gradient_model(), optimizer=OptimType.AdamW, artifact_directory=tmp_path
-    )
-    state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state)
-    optimizer = Optimizer(paths["optimizer"], module)
+    paths, state, module, optimizer = linear_training(tmp_path)
     rng = np.random.default_rng(0)
     module(*(rng.standard_normal(s).astype(np.float32) for s in SHAPES.values()))
     optimizer.step()

@@ -249,7 +249,7 @@ def _demo_one(example: Example, index: int, steps: int, seed: int, threads: int 
 
 def _demo_language_model(settings, threads: int | None, profile_dir: str):
     """Trains the byte-level Llama; returns a summary dict and the failure reasons."""
-    from .training.api import CheckpointState, Module, Optimizer
+    from .training.api import CheckpointState, Module, Optimizer, training_session_options
     from .training.data import ByteCorpus
     from .training.loop import LOSS_CURVE, LOSSES_CSV, artifacts_for, train
 
@@ -275,13 +275,16 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str):
 
     paths = artifacts_for(model, dataclasses.replace(settings, resume=True))
     window = corpus.batch("train", 0, settings.batch, settings.seq, settings.seed)
-    options = session_options(threads=threads)
+    options = training_session_options(threads=threads)
     options.enable_profiling = True
     options.profile_file_prefix = str(Path(profile_dir) / "byte_llama")
     profiled = Module(
         paths["training"], CheckpointState.load_checkpoint(paths["checkpoint"]), session_options=options
     )
-    optimizer = Optimizer(paths["optimizer"], profiled)
+    # The training model is profiled; the optimizer's own session is not.
+    optimizer = Optimizer(
+        paths["optimizer"], profiled, session_options=training_session_options(threads=threads)
+    )
     for _ in range(6):
         profiled(window, window)
         optimizer.step()
@@ -289,7 +292,6 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str):
     _say("  per-op kernel time of the training model, 5 steps after a warm-up (* = this package's ops)")
     for row in _profile_table(profiled.training_session.end_profiling()):
         _say(row)
-    optimizer.session.end_profiling()
 
     grads = {}
     for native in (True, False):

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..reference._opset import DOMAIN
 from . import peers, report
 from .timing import measure
 
@@ -39,7 +40,6 @@ PEER_SETUP = (
     "'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
 )
 ENGINES = ("ours native", "ours portable", "PyTorch eager", "onnxruntime-training")
-OUR_DOMAIN = "ort_ascend_ops"
 
 
 def _configs() -> dict[str, dict]:
@@ -78,7 +78,9 @@ def _say(text: str) -> None:
 class _Ours:
     """ours native or portable: the artifacts' Module and Optimizer at ``threads``."""
 
-    def __init__(self, paths: dict, threads: int, native: bool, ids: np.ndarray, options=None):
+    def __init__(
+        self, paths: dict, threads: int, native: bool, ids: np.ndarray, options=None, optimizer_options=None
+    ):
         from ..training.api import CheckpointState, Module, Optimizer
 
         self.ids = ids
@@ -86,7 +88,7 @@ class _Ours:
         self.module = Module(
             paths["training"], state, threads=threads, native=native, session_options=options
         )
-        self.optimizer = Optimizer(paths["optimizer"], self.module)
+        self.optimizer = Optimizer(paths["optimizer"], self.module, session_options=optimizer_options)
         self.losses: list[float] = []
 
     def __call__(self) -> None:
@@ -121,25 +123,20 @@ def _profile_shares(
 ) -> dict:
     """ONNX Runtime's profile of ours native: per op type, its share of the training session's
     runs; the optimizer session's time per step."""
-    from ..runtime import session_options
+    from ..training.api import training_session_options
 
-    files = {}
     options = {}
-    for which in ("train", "optimizer"):
-        options[which] = session_options(threads=threads, native=True)
+    for which in ("train", "optimizer"):  # one profile file per session
+        options[which] = training_session_options(threads=threads, native=True)
         options[which].enable_profiling = True
         options[which].profile_file_prefix = str(folder / f"profile_{which}_{threads}")
-    engine = _Ours(paths, threads, True, ids, options["train"])
-    # The optimizer session's own profile: one options object per session (the Module passes its
-    # options on to the Optimizer).
-    from ..training.api import Optimizer
-
-    engine.module._options = options["optimizer"]
-    engine.optimizer = Optimizer(paths["optimizer"], engine.module)
+    engine = _Ours(paths, threads, True, ids, options["train"], options["optimizer"])
     for _ in range(steps + 1):
         engine()
-    files["train"] = engine.module._train.session.end_profiling()
-    files["optimizer"] = engine.optimizer._session.end_profiling()
+    files = {
+        "train": engine.module.training_session.end_profiling(),
+        "optimizer": engine.optimizer.session.end_profiling(),
+    }
     out = {}
     for which, file in files.items():
         events = json.load(open(file))
@@ -257,7 +254,7 @@ def run_config(
     paths = generate_artifacts(exported, loss=None, optimizer=AdamW(), artifact_directory=folder / "ours")
     artifacts_s = time.perf_counter() - start
     training = onnx.load(paths["training"], load_external_data=False)
-    our_ops = {n.op_type for n in training.graph.node if n.domain == OUR_DOMAIN}
+    our_ops = {n.op_type for n in training.graph.node if n.domain == DOMAIN}
     _say(
         f"{n_params / 1e6:.1f} M parameters; ours: export {export_s:.1f} s, artifacts {artifacts_s:.1f} s, "
         f"training graph {len(training.graph.node)} nodes (our ops: {', '.join(sorted(our_ops)) or 'none'})"

@@ -27,6 +27,17 @@ def finish(model: onnx.ModelProto, doc: str) -> onnx.ModelProto:
     return model
 
 
+def without_debug_metadata(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without the exporter's per-node and per-value debug metadata (source lines, which
+    would more than double a file), in place."""
+    for node in model.graph.node:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    for value in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
+        del value.metadata_props[:]
+    return model
+
+
 def to_model(
     function: OnnxFunction,
     input_shapes: Mapping[str, Sequence[int]],

@@ -17,15 +17,25 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from ..opschema import elem_type
 from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, session_options
-from .artifacts import _pruned
-from .checkpoint import Contents, read, write
+from .artifacts import pruned
+from .checkpoint import Contents, check_property, read, write
 from .graph import grad_name
 from .optim import LEARNING_RATE, STEP, from_metadata, state_name, updated
 
 
+def _elem_type(value: ort.OrtValue) -> int:
+    return elem_type(value.data_type())
+
+
+def _dtype(value: ort.OrtValue) -> np.dtype:
+    """The value's NumPy dtype, read without copying the tensor out."""
+    return np.dtype(helper.tensor_dtype_to_np_dtype(_elem_type(value)))
+
+
 def _zeros_like(value: ort.OrtValue) -> ort.OrtValue:
-    return ortvalue_copy(np.zeros(value.shape(), _as_numpy(value).dtype))
+    return ortvalue_copy(np.zeros(value.shape(), _dtype(value)))
 
 
 class Parameter:
@@ -44,12 +54,11 @@ class Parameter:
 
     @data.setter
     def data(self, array: np.ndarray) -> None:
-        current = self.data
+        shape, dtype = self._value.shape(), _dtype(self._value)
         array = np.asarray(array)
-        if array.shape != current.shape or array.dtype != current.dtype:
+        if list(array.shape) != shape or array.dtype != dtype:
             raise ValueError(
-                f"parameter '{self.name}' is {current.dtype}{list(current.shape)}; "
-                f"got {array.dtype}{list(array.shape)}"
+                f"parameter '{self.name}' is {dtype}{shape}; got {array.dtype}{list(array.shape)}"
             )
         self._value.update_inplace(np.ascontiguousarray(array))
 
@@ -103,8 +112,7 @@ class Properties(dict):
             value = int(value)
         elif isinstance(value, np.floating):
             value = float(value)
-        if not isinstance(name, str) or type(value) not in (int, float, str):
-            raise TypeError(f"property '{name}': values are int, float or str, not {type(value).__name__}")
+        check_property(name, value)
         super().__setitem__(name, value)
 
     def update(self, *args, **kwargs) -> None:
@@ -159,14 +167,19 @@ def _as_ortvalue(value) -> ort.OrtValue:
     return value if isinstance(value, ort.OrtValue) else ortvalue_view(np.asarray(value))
 
 
+def training_session_options(*, threads: int | None = None, native: bool = True) -> ort.SessionOptions:
+    """``session_options`` for the training API's sessions: a step runs the training session, then
+    the optimizer's (and the eval's), so a thread pool left spinning after one takes the cores the
+    next one needs (measured 2x slower steps on two threads). Spinning is off."""
+    options = session_options(threads=threads, native=native)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 def _session(model: onnx.ModelProto, threads: int | None, native: bool, options: ort.SessionOptions | None):
-    if options is None:
-        options = session_options(threads=threads, native=native)
-        # A step runs the training session, then the optimizer's (and the eval's): a thread pool
-        # left spinning after one takes the cores the next one needs (measured 2x slower steps
-        # on two threads).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return make_session(model, options=options).ort
+    return make_session(
+        model, options=options or training_session_options(threads=threads, native=native)
+    ).ort
 
 
 class _Program:
@@ -307,9 +320,7 @@ class Module:
         parameters = self._state.parameters
         if self._adder is None:
             types = [
-                helper.make_tensor_type_proto(
-                    helper.np_dtype_to_tensor_dtype(parameters[n].data.dtype), parameters[n]._value.shape()
-                )
+                helper.make_tensor_type_proto(_elem_type(parameters[n]._value), parameters[n]._value.shape())
                 for n in names
             ]
             self._adder = _session(_accumulation_model(types), self._threads, False, self._options)
@@ -328,7 +339,7 @@ class Module:
         parameters' current values as its initializers, the inputs it no longer needs removed."""
         if self._eval is None:
             raise RuntimeError("exporting needs the eval model (pass eval_model_uri)")
-        model = _pruned(self._eval.model, list(graph_output_names))
+        model = pruned(self._eval.model, list(graph_output_names))
         graph = model.graph
         parameters = [i for i in graph.input if i.name in self._state.parameters]
         for value in parameters:
@@ -343,9 +354,12 @@ class Module:
 class Optimizer:
     """Runs the optimizer model over the module's trainable parameters. The learning rate starts
     at the optimizer's default (``lr`` of ``optim.AdamW`` or ``optim.SGD`` given to
-    ``generate_artifacts``) unless the checkpoint holds one."""
+    ``generate_artifacts``) unless the checkpoint holds one. ``session_options``: the module's
+    unless given (to profile one session and not the other, say)."""
 
-    def __init__(self, optimizer_model_uri, module: Module):
+    def __init__(
+        self, optimizer_model_uri, module: Module, *, session_options: ort.SessionOptions | None = None
+    ):
         model = (
             onnx.load(optimizer_model_uri)
             if not isinstance(optimizer_model_uri, onnx.ModelProto)
@@ -354,7 +368,7 @@ class Optimizer:
         self.options = from_metadata(model)
         self._module = module
         state = module._state
-        self._session = _session(model, module._threads, False, module._options)
+        self._session = _session(model, module._threads, False, session_options or module._options)
         inputs = {i.name for i in self._session.get_inputs()}
         self._names = [p for p in state.parameters.keys() if p in inputs]
         untrained = [p for p in module._train.grads if p not in self._names]

@@ -5,6 +5,7 @@ by changing the import; the models are plain ONNX carrying the reference functio
 from __future__ import annotations
 
 import enum
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,13 +18,23 @@ from ..fusion import fuse as fuse_patterns
 from .autodiff import build_training_model
 from .checkpoint import Contents, write
 from .export import parameter_names
-from .graph import GradientError
+from .graph import GradientError, depends_on
 from .optim import SGD, AdamW, optimizer_model
 
-TRAINING_MODEL = "training_model.onnx"
-EVAL_MODEL = "eval_model.onnx"
-OPTIMIZER_MODEL = "optimizer_model.onnx"
-CHECKPOINT = "checkpoint.safetensors"
+# The files generate_artifacts writes, by the key it returns them under.
+FILES = {
+    "training": "training_model.onnx",
+    "eval": "eval_model.onnx",
+    "optimizer": "optimizer_model.onnx",
+    "checkpoint": "checkpoint.safetensors",
+}
+
+
+def artifact_paths(artifact_directory: str | os.PathLike, prefix: str = "") -> dict[str, Path]:
+    """Where ``generate_artifacts`` writes each file (the optimizer model only when asked)."""
+    return {key: Path(artifact_directory) / f"{prefix}{name}" for key, name in FILES.items()}
+
+
 # The inputs a LossType adds for what the output is compared with, as onnxruntime-training names them.
 TARGET = "target"
 LABELS = "labels"
@@ -115,21 +126,14 @@ def _lifted(model: onnx.ModelProto, parameters: Sequence[str]) -> onnx.ModelProt
     return model
 
 
-def _pruned(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
+def pruned(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
     """The model computing only ``outputs`` (which may be inner values): the nodes and inputs
     they need."""
     graph = model.graph
-    producer = {o: n for n in graph.node for o in n.output if o}
-    needed, stack = set(), list(outputs)
-    while stack:
-        value = stack.pop()
-        if value in needed:
-            continue
-        needed.add(value)
-        if value in producer:
-            stack.extend(i for i in producer[value].input if i)
-            stack.extend(o for o in producer[value].output if o)
-    known = producer.keys() | {i.name for i in [*graph.input, *graph.initializer]}
+    needed = depends_on(graph, outputs)
+    known = {o for n in graph.node for o in n.output if o} | {
+        i.name for i in [*graph.input, *graph.initializer]
+    }
     unknown = [o for o in outputs if o not in known]
     if unknown:
         raise GradientError(f"the model has no values {unknown}")
@@ -141,7 +145,7 @@ def _pruned(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
     missing = [o for o in outputs if o not in declared]
     if missing:
         raise GradientError(f"shape inference gives no type for {missing}")
-    pruned = helper.make_graph(
+    kept = helper.make_graph(
         [n for n in graph.node if any(o in needed for o in n.output)],
         graph.name,
         [i for i in graph.input if i.name in needed],
@@ -152,7 +156,7 @@ def _pruned(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
         ],
     )
     result = helper.make_model(
-        pruned,
+        kept,
         opset_imports=list(model.opset_import),
         ir_version=model.ir_version,
         functions=list(model.functions),
@@ -194,7 +198,9 @@ def _parameters(model, requires_grad, frozen_params) -> tuple[list[str], list[st
     frozen = list(frozen_params or [])
     if requires_grad is None:
         recorded = parameter_names(model)
-        candidates = recorded if recorded is not None else [n for n, i in floats.items() if _size(i) > 1]
+        candidates = (
+            recorded if recorded is not None else [n for n, i in floats.items() if math.prod(i.dims) > 1]
+        )
         requires_grad = [n for n in candidates if n in floats and n not in frozen]
     trainable = list(requires_grad)
     unknown = [n for n in trainable + frozen if n not in floats]
@@ -204,13 +210,6 @@ def _parameters(model, requires_grad, frozen_params) -> tuple[list[str], list[st
     if both:
         raise GradientError(f"{both} are both in requires_grad and in frozen_params")
     return trainable, frozen
-
-
-def _size(init: onnx.TensorProto) -> int:
-    size = 1
-    for d in init.dims:
-        size *= d
-    return size
 
 
 def generate_artifacts(
@@ -243,10 +242,11 @@ def generate_artifacts(
     with_loss, loss_name = _with_loss(source, loss, loss_output_name)
     _shapes_from_one_source(with_loss.graph)
     forward = fuse_patterns(with_loss) if fuse else with_loss
-    parameters = [n for n in _float_initializers(forward) if n in set(trainable) | set(frozen)]
+    initializers = _float_initializers(forward)
+    parameters = [n for n in initializers if n in set(trainable) | set(frozen)]
     training = build_training_model(forward, loss_name, trainable, fuse=False)
     extra = list(additional_output_names)
-    evaluation = _pruned(forward, [loss_name, *extra])
+    evaluation = pruned(forward, [loss_name, *extra])
     if extra:
         declared = {v.name: v for v in training.graph.value_info}
         missing = [name for name in extra if name not in declared]
@@ -256,31 +256,24 @@ def generate_artifacts(
         del training.graph.output[:]
         training.graph.output.extend([outputs[0], *(declared[name] for name in extra), *outputs[1:]])
 
-    folder = Path(artifact_directory or ".")
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for key, file, graph_model in (
-        ("training", TRAINING_MODEL, training),
-        ("eval", EVAL_MODEL, evaluation),
-    ):
+    paths = artifact_paths(artifact_directory or ".", prefix)
+    paths["training"].parent.mkdir(parents=True, exist_ok=True)
+    for key, graph_model in (("training", training), ("eval", evaluation)):
         lifted = _lifted(graph_model, parameters)
         onnx.checker.check_model(lifted)
-        paths[key] = folder / f"{prefix}{file}"
         onnx.save(lifted, paths[key])
-    if optimizer is not None:
+    if optimizer is None:
+        del paths["optimizer"]
+    else:
         options = optimizer.value() if isinstance(optimizer, OptimType) else optimizer
-        initializers = _float_initializers(forward)
         types = {
             n: helper.make_tensor_type_proto(initializers[n].data_type, list(initializers[n].dims))
             for n in trainable
         }
-        paths["optimizer"] = folder / f"{prefix}{OPTIMIZER_MODEL}"
         onnx.save(optimizer_model(types, options), paths["optimizer"])
-    initializers = _float_initializers(forward)
     contents = Contents(
         parameters={n: numpy_helper.to_array(initializers[n]) for n in parameters},
         requires_grad={n: n in set(trainable) for n in parameters},
     )
-    paths["checkpoint"] = folder / f"{prefix}{CHECKPOINT}"
     write(paths["checkpoint"], contents)
     return paths

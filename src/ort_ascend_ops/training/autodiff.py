@@ -15,7 +15,7 @@ from ..opschema import register_schemas
 from ..reference import attach_functions
 from ..reference._opset import DOMAIN, VERSION
 from .export import padding_rows
-from .graph import Backward, GradientError, grad_name
+from .graph import Backward, GradientError, depends_on, grad_name
 from .rules import RULES
 from .rules.loss import split_softmax_cross_entropy
 
@@ -171,7 +171,8 @@ def build_training_model(
         back.nodes.append(helper.make_node("Identity", [source], [grad_name(name)]))
         outputs.append(helper.make_value_info(grad_name(name), back.value_type(name)))
 
-    needed = _needed_forward(graph, back.nodes, loss)
+    # The forward values the loss or the backward nodes read, and everything they depend on.
+    needed = depends_on(graph, [loss] + [i for n in back.nodes for i in n.input if i])
     result = helper.make_graph(
         [n for n in graph.node if any(o in needed for o in n.output)] + back.nodes,
         graph.name + "_training",
@@ -195,19 +196,3 @@ def _without_row(back: Backward, grad: str, name: str, row: int) -> str:
     rows = back.shape(name)[0]
     keep = [[0.0] if r == row else [1.0] for r in range(rows)]
     return back.op("Mul", grad, back.const(keep, back.elem_type(name), hint=f"{name}_rows"), hint=name)
-
-
-def _needed_forward(graph: onnx.GraphProto, backward: list[onnx.NodeProto], loss: str) -> set[str]:
-    """Forward values the loss or the backward nodes read, and everything they depend on."""
-    producer = {o: node for node in graph.node for o in node.output if o}
-    stack = [loss] + [i for n in backward for i in n.input if i]
-    needed: set[str] = set()
-    while stack:
-        value = stack.pop()
-        if value in needed:
-            continue
-        needed.add(value)
-        if value in producer:
-            stack.extend(i for i in producer[value].input if i)
-            stack.extend(o for o in producer[value].output if o)
-    return needed

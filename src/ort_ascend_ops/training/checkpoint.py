@@ -37,7 +37,8 @@ class Contents:
     optimizer_states: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
-def _check_property(name: str, value) -> None:
+def check_property(name: str, value) -> None:
+    """A property is saved as JSON in the metadata: int, float or str, under a str name."""
     if not isinstance(name, str) or type(value) not in (int, float, str):
         raise TypeError(
             f"checkpoint property '{name}': values are int, float or str, not {type(value).__name__}"
@@ -47,7 +48,7 @@ def _check_property(name: str, value) -> None:
 def write(path: str | os.PathLike, contents: Contents) -> None:
     """Writes ``contents`` to ``path`` atomically (see the module's docstring)."""
     for name, value in contents.properties.items():
-        _check_property(name, value)
+        check_property(name, value)
     tensors = dict(contents.parameters)
     for state, arrays in contents.optimizer_states.items():
         tensors |= {f"{_OPTIMIZER_PREFIX}{state}/{name}": a for name, a in arrays.items()}
@@ -115,7 +116,7 @@ def read(path: str | os.PathLike) -> Contents:
                 "learning_rate": float(contents.optimizer["learning_rate"]),
             }
         for name, value in contents.properties.items():
-            _check_property(name, value)
+            check_property(name, value)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise ValueError(f"{path}: malformed checkpoint metadata ({type(error).__name__}: {error})") from None
     for key, value in tensors.items():

@@ -32,6 +32,23 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
+def depends_on(graph: onnx.GraphProto, roots) -> set[str]:
+    """The values ``roots`` and everything they are computed from (a node's other outputs
+    included: a node runs whole)."""
+    producer = {o: node for node in graph.node for o in node.output if o}
+    needed: set[str] = set()
+    stack = list(roots)
+    while stack:
+        value = stack.pop()
+        if value in needed:
+            continue
+        needed.add(value)
+        if value in producer:
+            stack.extend(i for i in producer[value].input if i)
+            stack.extend(o for o in producer[value].output if o)
+    return needed
+
+
 def node_label(node: onnx.NodeProto) -> str:
     return f"{node.op_type} node '{node.name or node.output[0]}'"
 
@@ -74,10 +91,8 @@ class Backward:
 
     def shape(self, name: str) -> list[int | None] | None:
         """The static shape (None for an unknown dim), or None when even the rank is unknown."""
-        t = self._types.get(name)
-        if t is None or not t.tensor_type.HasField("shape"):
-            return None
-        return [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
+        dims = self.dims(name)
+        return None if dims is None else [d if isinstance(d, int) else None for d in dims]
 
     def rank(self, name: str) -> int:
         shape = self.shape(name)

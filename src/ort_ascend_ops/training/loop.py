@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from .api import CheckpointState, LinearLRScheduler, Module, Optimizer
-from .artifacts import CHECKPOINT, generate_artifacts
+from .artifacts import artifact_paths, generate_artifacts
 from .data import ByteCorpus
 from .optim import AdamW
 
@@ -149,12 +149,7 @@ def evaluate(module: Module, corpus: ByteCorpus, settings: Settings) -> float:
 
 def artifacts_for(model_path: Path, settings: Settings) -> dict[str, Path]:
     folder = settings.out / ARTIFACTS
-    names = {
-        "training": "training_model.onnx",
-        "eval": "eval_model.onnx",
-        "optimizer": "optimizer_model.onnx",
-    }
-    paths = {k: folder / v for k, v in names.items()} | {"checkpoint": folder / CHECKPOINT}
+    paths = artifact_paths(folder)
     if settings.resume and all(p.exists() for p in paths.values()):
         return paths
     return generate_artifacts(

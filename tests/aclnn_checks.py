@@ -6,7 +6,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
 
 from engines import run
 from harness import raw_model
-from ort_ascend_ops import aclnn_emulator, make_session
+from ort_ascend_ops import aclnn_emulator
 
 
 def run_aclnn(op_name, inputs, attrs=None, outputs=None):
@@ -15,9 +15,14 @@ def run_aclnn(op_name, inputs, attrs=None, outputs=None):
 
 def run_aclnn_raw(op_name, inputs, outputs, attrs=None):
     """A single node built without the schema's checks (for inputs it would refuse)."""
-    aclnn_emulator.activate()
     model = raw_model(op_name, inputs, outputs, attrs)
-    return make_session(model, options=aclnn_emulator.session_options()).run(inputs)
+    return aclnn_emulator.make_session(model).run(inputs)
+
+
+def host_waits(emulator):
+    """Times our library waited for a stream (the CANN execution provider's own per-run wait
+    aside)."""
+    return emulator.aclemu_calls_from(b"aclrtSynchronizeStream", b"libort_ascend_ops")
 
 
 def assert_refused(emulator, op_name, inputs, attrs, match, *, error=InvalidArgument, raw_outputs=None):
@@ -33,4 +38,4 @@ def assert_refused(emulator, op_name, inputs, attrs, match, *, error=InvalidArgu
     assert emulator.aclemu_calls(f"aclnn{op_name}".encode()) == 0
 
 
-__all__ = ["Fail", "InvalidArgument", "assert_refused", "run_aclnn", "run_aclnn_raw"]
+__all__ = ["Fail", "InvalidArgument", "assert_refused", "host_waits", "run_aclnn", "run_aclnn_raw"]

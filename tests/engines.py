@@ -2,7 +2,7 @@
 which takes bfloat16 and runs the hundreds of small ops of the contract's checks faster than
 ONNX Runtime's eager sessions; test_portable.py runs them on ONNX Runtime too), ONNX Runtime
 (inlined from model.functions) and onnx.reference; and the library's kernels: "native" (CPU) and "aclnn" (the
-aclnn backend against the host emulator)."""
+aclnn backend against the host emulator, through the CANN execution provider under onnxruntime-cann)."""
 
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
@@ -37,8 +37,7 @@ def run(engine, op_name, inputs, attrs, outputs=None):
         model = make_op_model(op_name, types, attrs, outputs=outputs)
         if engine == "native":
             return make_session(model).run(inputs)
-        aclnn_emulator.activate()
-        return make_session(model, options=aclnn_emulator.session_options()).run(inputs)
+        return aclnn_emulator.make_session(model).run(inputs)
     if engine == "ort":
         # ONNX Runtime cannot return bfloat16 to NumPy: cast outputs to float32 in the graph.
         model = make_op_model(op_name, types, attrs, output_cast_float=True, outputs=outputs)

@@ -1,4 +1,6 @@
-"""Run by tests/test_faults.py in a child process: `python fault_check.py CASE THREADS REPEATS`.
+"""Run by tests/test_faults.py in a child process: `python fault_check.py CASE THREADS REPEATS`,
+THREADS a comma-separated list of intra-op thread counts (one session each, in turn: the child's
+start-up, mostly imports, costs more than the checks).
 
 The kernel of CASE is made to fail allocating inside its parallel tasks: once ORT, the session and
 the inputs are in place, the address space is capped just above what is mapped plus the outputs
@@ -155,8 +157,10 @@ def main(case, threads, repeats):
         assert type(error).__module__.startswith("onnxruntime"), repr(error)
         assert op in str(error) and "bad_alloc" in str(error), str(error)
         check(session.run(valid))
-    print("ok")
+    print(f"ok: {threads} threads", flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    for threads in sys.argv[2].split(","):
+        main(sys.argv[1], int(threads), int(sys.argv[3]))
+    print("ok")

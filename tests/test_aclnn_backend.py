@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from aclnn_checks import run_aclnn
+from aclnn_checks import host_waits, run_aclnn
 from memory import assert_memory_flat
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
@@ -60,7 +60,7 @@ def test_tensor_creation_failure_releases_the_tensors_made(inputs, emulator):
 
 def test_ten_thousand_failing_calls_leak_nothing(inputs, emulator):
     model = make_op_model(OP, {name: (a.dtype, a.shape) for name, a in inputs.items()}, {})
-    session = make_session(model, options=aclnn_emulator.session_options(threads=1))
+    session = aclnn_emulator.make_session(model, threads=1)
     failures = [
         lambda: emulator.aclemu_fail(b"aclnnRmsNormGradGetWorkspaceSize", 561002, b"first phase"),
         lambda: emulator.aclemu_fail(b"aclnnRmsNormGrad", 361001, b"second phase"),
@@ -137,13 +137,43 @@ def test_ascend_providers_force_single_op_mode():
         ort_ascend_ops.ascend_providers(enable_cann_graph=1)
 
 
-def test_ascend_session_without_cann_runs_on_the_cpu(inputs):
-    model = make_op_model(OP, {name: (a.dtype, a.shape) for name, a in inputs.items()}, {})
-    with pytest.warns(UserWarning, match="CANNExecutionProvider"):
-        session = ort_ascend_ops.make_ascend_session(model)
-    assert session.ort.get_providers() == ["CPUExecutionProvider"]
+def check_rms_norm_grad(session, inputs):
     dx, dgamma = session.run(inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[F16])
     assert_close(dgamma, dgamma_ref, TOL[F32])
     assert np.asarray(dgamma).dtype == F32
+
+
+@pytest.mark.skipif(aclnn_emulator.through_cann_ep(), reason="onnxruntime-cann has the CANN EP")
+def test_ascend_session_without_cann_runs_on_the_cpu(inputs):
+    model = make_op_model(OP, {name: (a.dtype, a.shape) for name, a in inputs.items()}, {})
+    with pytest.warns(UserWarning, match="CANNExecutionProvider"):
+        session = ort_ascend_ops.make_ascend_session(model)
+    assert session.ort.get_providers() == ["CPUExecutionProvider"]
+    check_rms_norm_grad(session, inputs)
+
+
+@pytest.mark.skipif(not aclnn_emulator.through_cann_ep(), reason="needs onnxruntime-cann (.ci/cann-ep)")
+def test_ascend_session_runs_on_the_cann_ep(inputs, emulator):
+    model = make_op_model(OP, {name: (a.dtype, a.shape) for name, a in inputs.items()}, {})
+    session = ort_ascend_ops.make_ascend_session(model)
+    assert session.ort.get_providers() == ["CANNExecutionProvider", "CPUExecutionProvider"]
+    check_rms_norm_grad(session, inputs)
+    # The EP copied the inputs in and the outputs out on its stream, and waited once for the run.
+    assert emulator.aclemu_calls(b"aclnnRmsNormGrad") == 1
+    assert emulator.aclemu_calls(b"aclrtMemcpyAsync") >= len(inputs) + 2
+    assert emulator.aclemu_calls_from(b"aclrtSynchronizeStream", b"libonnxruntime_providers_cann") >= 1
+    assert host_waits(emulator) == 0
+
+
+@pytest.mark.skipif(not aclnn_emulator.through_cann_ep(), reason="needs onnxruntime-cann (.ci/cann-ep)")
+def test_cann_graph_mode_hands_our_nodes_to_the_onnx_parser(inputs, emulator):
+    """Why ascend_providers refuses enable_cann_graph=1: the EP claims the node in graph mode too,
+    but compiles it through CANN's ONNX parser, and our kernel never runs."""
+    model = make_op_model(OP, {name: (a.dtype, a.shape) for name, a in inputs.items()}, {})
+    session = make_session(model, providers=[("CANNExecutionProvider", {"enable_cann_graph": "1"})])
+    assert session.ort.get_providers()[0] == "CANNExecutionProvider"
+    with pytest.raises(Fail, match="aclgrphParseONNXFromMem"):
+        session.run(inputs)
+    assert emulator.aclemu_calls(b"aclnnRmsNormGradGetWorkspaceSize") == 0

@@ -5,6 +5,7 @@ library and the portable path, and central finite differences of the forward los
 
 import functools
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +20,19 @@ from model_oracles import (
 )
 
 import ort_ascend_ops as oao
+from ort_ascend_ops import aclnn_emulator
 from ort_ascend_ops.examples import indexer_loss, llama_block
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 NAMES = ["llama_block", "indexer_loss"]
 EXAMPLES = {"llama_block": llama_block, "indexer_loss": indexer_loss}
 # native: the library's kernels; portable: stock ONNX Runtime inlining the reference functions;
-# committed: the portable path on the file in models/ (its functions as saved).
+# committed: the portable path on the file in models/ (its functions as saved); aclnn: our nodes on
+# the aclnn backend over the CANN emulator (through the CANN EP under onnxruntime-cann, standard
+# ops where ONNX Runtime places them). Not the indexer loss: float32 with head dim 16, which
+# aclnnLightningIndexer refuses (float16/bfloat16, head dim 128).
 PATHS = ["native", "portable", "committed"]
+LLAMA_PATHS = [*PATHS, "aclnn"]
 
 # Relative error ||out - ref|| / ||ref|| against the float64 oracle: float32 through ~40 ops.
 ORACLE_TOL = 1e-5
@@ -58,6 +64,8 @@ def _session(name, which, path="native"):
         model = MODELS / _script(name).FILES[which == "training"]
     else:
         model = _built(name)[which == "training"]
+    if path == "aclnn":
+        return aclnn_emulator.make_session(model, cpu_fallback=True)
     return oao.make_session(model, native=path == "native")
 
 
@@ -144,6 +152,25 @@ def test_training_graphs_use_the_grad_ops():
     assert sorted(ops["indexer_loss"]) == ["LightningIndexer", "LightningIndexerGrad"]
 
 
+@pytest.mark.skipif(not aclnn_emulator.through_cann_ep(), reason="needs onnxruntime-cann (.ci/cann-ep)")
+def test_training_graph_runs_our_nodes_on_the_cann_ep(tmp_path, rng):
+    """Every node of our domain in the llama block's training graph (RmsNorm, RotaryPositionEmbedding
+    and their grads) runs on the CANN EP, as ONNX Runtime's profile records it; the standard ops go
+    where ONNX Runtime places them (those the EP takes run as its aclop kernels on the emulator)."""
+    aclnn_emulator.activate()
+    options = oao.session_options()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "llama_block")
+    model = _built("llama_block")[1]
+    session = oao.make_session(model, providers=oao.ascend_providers(), options=options)
+    _run(session, llama_block.example_inputs(rng))
+    events = json.loads(Path(session.ort.end_profiling()).read_text())
+    ours = sorted(n.op_type for n in model.graph.node if n.domain == oao.DOMAIN)
+    kernels = [e["args"] for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    placed = sorted((k["op_name"], k["provider"]) for k in kernels if k["op_name"] in ours)
+    assert placed == [(op, aclnn_emulator.CANN_EP) for op in ours]
+
+
 def _check_oracle(out, loss, grads, wrt):
     assert relative_error(out["loss"], loss) <= ORACLE_TOL, (float(out["loss"]), loss)
     for w in wrt:
@@ -180,7 +207,7 @@ def _check_finite_differences(loss_at, inputs, out, wrt, rng, step=FD_STEP):
             assert checked == wanted, f"{w}: no coordinate where the step keeps the selection"
 
 
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", LLAMA_PATHS)
 def test_llama_block_gradients_match_float64_backprop(path, rng):
     inputs = llama_block.example_inputs(rng)
     out = _run(_session("llama_block", "training", path), inputs)

@@ -69,6 +69,7 @@ using DestroyExecutor = aclnnStatus (*)(aclOpExecutor* executor);
 using GetRecentErrMsg = const char* (*)();
 using GetSocName = const char* (*)();
 using SynchronizeStream = aclError (*)(aclrtStream stream);
+using SynchronizeDevice = aclError (*)();
 using MemcpyDeviceToHost = aclError (*)(void* dst, size_t dest_max, const void* src, size_t count, int kind);
 inline constexpr int kMemcpyDeviceToHost = 2;  // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_HOST
 

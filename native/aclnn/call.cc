@@ -121,7 +121,20 @@ Ort::Status AclnnCall::launch_prepared(const std::string& name, acl::Launch laun
   std::unique_ptr<aclOpExecutor, acl::DestroyExecutor> pending(executor, destroy);
   const DeviceBuffer workspace(allocator_, workspace_size);
   const aclnnStatus code = launch(workspace.data(), workspace_size, pending.release(), stream_);
-  return code == acl::kSuccess ? Ort::Status(nullptr) : vendor_error(name, code, nullptr);
+  if (code != acl::kSuccess) return vendor_error(name, code, nullptr);
+  // No stream: the test build under the CPU EP, whose node outputs must be ready when Compute
+  // returns and whose workspace is host memory freed on return. The CANN EP always gives one.
+  return stream_ == nullptr ? wait_for_device(name) : Ort::Status(nullptr);
+}
+
+Ort::Status AclnnCall::wait_for_device(const std::string& name) const {
+  const aclError code = cann_.base<acl::SynchronizeDevice>("aclrtSynchronizeDevice")();
+  if (code == 0) return Ort::Status(nullptr);
+  const char* detail = cann_.base<acl::GetRecentErrMsg>("aclGetRecentErrMsg")();
+  std::string message = std::string(op_) + ": " + name + " failed on the device (aclrtSynchronizeDevice " +
+                        std::to_string(code) + ")";
+  if (detail != nullptr && *detail != '\0') message += ": " + std::string(detail);
+  return Ort::Status(message.c_str(), ORT_RUNTIME_EXCEPTION);
 }
 
 Ort::Status AclnnCall::vendor_error(const std::string& function, aclnnStatus code,

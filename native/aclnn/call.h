@@ -78,6 +78,7 @@ class AclnnCall {
   Ort::Status launch_prepared(const std::string& name, acl::Launch launch, uint64_t workspace_size,
                               aclOpExecutor* executor) const;
   Ort::Status vendor_error(const std::string& function, aclnnStatus code, aclOpExecutor* executor) const;
+  Ort::Status wait_for_device(const std::string& name) const;
   void copy_to_host(void* host, const void* device, size_t bytes) const;
 
   const char* op_;

@@ -23,6 +23,9 @@ ACLEMU_EXPORT void aclemu_set_workspace_size(uint64_t bytes);
 // count under "libcust_opapi:aclnnLightningIndexerGetWorkspaceSize" and
 // "libcust_opapi:aclnnLightningIndexer".
 ACLEMU_EXPORT int64_t aclemu_calls(const char* symbol);
+// Calls of `symbol` made from a library whose file name starts with `library` (counted for
+// aclrtSynchronizeStream, which the CANN execution provider also calls once per run).
+ACLEMU_EXPORT int64_t aclemu_calls_from(const char* symbol, const char* library);
 ACLEMU_EXPORT int64_t aclemu_live_tensors(void);
 ACLEMU_EXPORT int64_t aclemu_live_executors(void);
 // What aclrtGetSocName returns and which product's rules the ops apply (by prefix: Ascend910B<digit>

@@ -42,6 +42,7 @@ namespace {
 
 std::vector<int64_t> read_ends(const aclTensor& ends, const char* name, int64_t total) {
   check_rank(ends, name, 1, 1);
+  check_host_read(ends, name);
   const std::vector<int64_t> values = read_ints(ends);
   int64_t previous = 0;
   for (int64_t v : values) {

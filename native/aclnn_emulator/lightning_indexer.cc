@@ -166,8 +166,8 @@ ACLEMU_API aclnnStatus aclnnLightningIndexerGetWorkspaceSize(
 }
 
 ACLEMU_API aclnnStatus aclnnLightningIndexer(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                             aclrtStream) {
-  return launch("aclnnLightningIndexer", workspace, workspaceSize, executor);
+                                             aclrtStream stream) {
+  return launch("aclnnLightningIndexer", workspace, workspaceSize, executor, stream);
 }
 
 static_assert(

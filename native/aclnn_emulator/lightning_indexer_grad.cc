@@ -166,8 +166,8 @@ ACLEMU_API aclnnStatus aclnnLightningIndexerGradGetWorkspaceSize(
 }
 
 ACLEMU_API aclnnStatus aclnnLightningIndexerGrad(void* workspace, uint64_t workspaceSize,
-                                                 aclOpExecutor* executor, aclrtStream) {
-  return launch("aclnnLightningIndexerGrad", workspace, workspaceSize, executor);
+                                                 aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnLightningIndexerGrad", workspace, workspaceSize, executor, stream);
 }
 
 static_assert(std::is_same_v<decltype(&aclnnLightningIndexerGradGetWorkspaceSize),

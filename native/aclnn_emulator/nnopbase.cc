@@ -62,7 +62,8 @@ ACLEMU_API aclnnStatus aclDestroyTensor(const aclTensor* tensor) {
     hooks().set_error("aclDestroyTensor: not a live aclTensor (destroyed twice?)");
     return kErrParamInvalid;
   }
-  delete tensor;
+  // As the vendor's executor, queued work keeps what it reads from the tensor past this call.
+  if (!hooks().defer_delete(tensor)) delete tensor;
   return kSuccess;
 }
 

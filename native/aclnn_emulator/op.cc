@@ -11,6 +11,10 @@ namespace {
 
 constexpr uint64_t kDefaultWorkspace = 4096;
 
+Range storage(const aclTensor* t) {
+  return {t->data, static_cast<size_t>(numel(t->storage_dims)) * element_size(t->dtype)};
+}
+
 bool nd_family(aclFormat format) {
   return format == ACL_FORMAT_ND || format == ACL_FORMAT_NCHW || format == ACL_FORMAT_NHWC ||
          format == ACL_FORMAT_NCDHW;
@@ -89,6 +93,11 @@ void check_same_dtype(const aclTensor& t, const char* name, const aclTensor& ref
   }
 }
 
+void check_host_read(const aclTensor& t, const char* name) {
+  if (const std::string why = hooks().host_read_hazard(t.data, storage(&t).bytes); !why.empty())
+    fail(kErrRuntime, std::string(name) + " is read on the host, but " + why);
+}
+
 void check_contiguous(const aclTensor& t, const char* name) {
   if (!is_contiguous(t)) fail(kErrParamInvalid, std::string(name) + " must be contiguous");
 }
@@ -139,6 +148,7 @@ aclnnStatus prepare(const char* symbol, const char* launch_symbol, uint64_t* wor
     const uint64_t forced = hooks().workspace_override();
     // Like the vendor's, an op with nothing to write asks for no workspace.
     made->workspace_size = forced != 0 ? forced : has_work ? kDefaultWorkspace : 0;
+    made->inputs = plan.inputs.size();
     made->tensors = std::move(plan.inputs);
     made->tensors.insert(made->tensors.end(), plan.outputs.begin(), plan.outputs.end());
     made->compute = std::move(plan.compute);
@@ -149,7 +159,22 @@ aclnnStatus prepare(const char* symbol, const char* launch_symbol, uint64_t* wor
   });
 }
 
-aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size, aclOpExecutor* executor) {
+namespace {
+
+// A launched executor as its stream work holds it: the tensors stay pinned until the work is gone.
+struct Launched {
+  std::unique_ptr<aclOpExecutor> executor;
+  ~Launched() {
+    for (const aclTensor* t : executor->tensors) {
+      if (t != nullptr && hooks().unpin(t)) delete t;
+    }
+  }
+};
+
+}  // namespace
+
+aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size, aclOpExecutor* executor,
+                   aclrtStream stream) {
   const aclnnStatus injected = hooks().enter(symbol);
   // Claiming the executor first makes a second launch, or a destroy after this one, an error.
   const bool owned = executor != nullptr && hooks().remove_live(Kind::kExecutor, executor);
@@ -171,8 +196,21 @@ aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size,
       if (!hooks().is_live(Kind::kTensor, t))
         fail(kErrParamInvalid, "an aclTensor of this call was destroyed before launch");
     }
-    use_workspace(workspace, workspace_size);
-    executor->compute();
+    const Range scratch{workspace, workspace_size};
+    Work work{symbol, {scratch}, {scratch}, nullptr};
+    for (size_t i = 0; i < executor->tensors.size(); ++i) {
+      const aclTensor* t = executor->tensors[i];
+      if (t == nullptr) continue;  // an optional tensor not given
+      (i < executor->inputs ? work.reads : work.writes).push_back(storage(t));
+      hooks().pin(t);
+    }
+    auto launched = std::make_shared<Launched>();
+    launched->executor = std::move(freed_on_return);
+    work.run = [launched, workspace, workspace_size] {
+      use_workspace(workspace, workspace_size);
+      launched->executor->compute();
+    };
+    if (hooks().enqueue(stream, std::move(work)) != 0) fail(kErrRuntime, "stream is not a live aclrtStream");
     return kSuccess;
   });
 }

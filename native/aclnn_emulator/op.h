@@ -28,7 +28,10 @@ struct Error {
 const aclTensor& need(const aclTensor* t, const char* name);
 void check_dtype(const aclTensor& t, const char* name, std::initializer_list<aclDataType> allowed);
 void check_same_dtype(const aclTensor& t, const char* name, const aclTensor& ref, const char* ref_name);
-void check_contiguous(const aclTensor& t, const char* name);  // 161002: the op takes no strided view here
+void check_contiguous(const aclTensor& t, const char* name);
+// 361001 when queued work still writes the tensor: a first phase that reads a device value must
+// come after the work producing it ran.
+void check_host_read(const aclTensor& t, const char* name);  // 161002: the op takes no strided view here
 void check_rank(const aclTensor& t, const char* name, size_t lo, size_t hi);  // 561002
 void check_shape(const aclTensor& t, const char* name, const std::vector<int64_t>& want,
                  const std::string& rule);  // 561002, naming the rule
@@ -50,7 +53,9 @@ struct Plan {
 // executor that only `launch_symbol` may run.
 aclnnStatus prepare(const char* symbol, const char* launch_symbol, uint64_t* workspace_size,
                     aclOpExecutor** executor, const std::function<Plan()>& check);
-// Phase 2: validates the workspace, runs the plan and frees the executor on every path.
-aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size, aclOpExecutor* executor);
+// Phase 2: validates the workspace and queues the plan on `stream`; the executor is freed once that
+// work has run, or on return when the launch fails.
+aclnnStatus launch(const char* symbol, void* workspace, uint64_t workspace_size, aclOpExecutor* executor,
+                   aclrtStream stream);
 
 }  // namespace aclemu

@@ -141,8 +141,8 @@ ACLEMU_API aclnnStatus aclnnRmsNormGradGetWorkspaceSize(const aclTensor* dy, con
 }
 
 ACLEMU_API aclnnStatus aclnnRmsNormGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                        aclrtStream) {
-  return launch("aclnnRmsNormGrad", workspace, workspaceSize, executor);
+                                        aclrtStream stream) {
+  return launch("aclnnRmsNormGrad", workspace, workspaceSize, executor, stream);
 }
 
 ACLEMU_API aclnnStatus aclnnRmsNormGetWorkspaceSize(const aclTensor* x, const aclTensor* gamma,
@@ -154,8 +154,8 @@ ACLEMU_API aclnnStatus aclnnRmsNormGetWorkspaceSize(const aclTensor* x, const ac
 }
 
 ACLEMU_API aclnnStatus aclnnRmsNorm(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                    aclrtStream) {
-  return launch("aclnnRmsNorm", workspace, workspaceSize, executor);
+                                    aclrtStream stream) {
+  return launch("aclnnRmsNorm", workspace, workspaceSize, executor, stream);
 }
 
 static_assert(std::is_same_v<decltype(&aclnnRmsNormGradGetWorkspaceSize), oao::acl::RmsNormGradPrepare>);

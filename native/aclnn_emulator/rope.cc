@@ -206,8 +206,8 @@ ACLEMU_API aclnnStatus aclnnRotaryPositionEmbeddingGetWorkspaceSize(const aclTen
 }
 
 ACLEMU_API aclnnStatus aclnnRotaryPositionEmbedding(void* workspace, uint64_t workspaceSize,
-                                                    aclOpExecutor* executor, aclrtStream) {
-  return launch("aclnnRotaryPositionEmbedding", workspace, workspaceSize, executor);
+                                                    aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnRotaryPositionEmbedding", workspace, workspaceSize, executor, stream);
 }
 
 ACLEMU_API aclnnStatus aclnnRotaryPositionEmbeddingGradGetWorkspaceSize(
@@ -220,8 +220,8 @@ ACLEMU_API aclnnStatus aclnnRotaryPositionEmbeddingGradGetWorkspaceSize(
 }
 
 ACLEMU_API aclnnStatus aclnnRotaryPositionEmbeddingGrad(void* workspace, uint64_t workspaceSize,
-                                                        aclOpExecutor* executor, aclrtStream) {
-  return launch("aclnnRotaryPositionEmbeddingGrad", workspace, workspaceSize, executor);
+                                                        aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnRotaryPositionEmbeddingGrad", workspace, workspaceSize, executor, stream);
 }
 
 static_assert(std::is_same_v<decltype(&aclnnRotaryPositionEmbeddingGetWorkspaceSize), oao::acl::RopePrepare>);

@@ -1,5 +1,7 @@
 // libascendcl.so: the runtime calls the backend makes, the control API, and the state every
 // other emulator library shares through aclemu_hooks().
+#include <dlfcn.h>
+
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -7,12 +9,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "emulator.h"
+#include "runtime.h"
 
 namespace {
 
 constexpr const char* kDefaultSoc = "Ascend910B2";
-constexpr aclError kAclErrorInvalidParam = 100000;  // ACL_ERROR_INVALID_PARAM
 
 struct Injected {
   aclnnStatus code;
@@ -22,8 +23,11 @@ struct Injected {
 struct State {
   std::mutex mu;
   std::unordered_map<std::string, int64_t> calls;
+  std::unordered_map<std::string, int64_t> calls_by_library;  // "<library file name>:<symbol>"
   std::unordered_map<std::string, Injected> failures;
   std::unordered_set<const void*> live[2];
+  std::unordered_map<const aclTensor*, int> pins;  // tensors queued work still reads or writes
+  std::unordered_set<const aclTensor*> doomed;    // destroyed while pinned
   uint64_t workspace_override = 0;
   std::string soc = kDefaultSoc;
 };
@@ -81,11 +85,39 @@ bool is_live(aclemu::Kind kind, const void* object) {
   return live(kind).count(object) == 1;
 }
 
-const aclemu::Hooks kHooks{enter, set_error, workspace_override, soc, add_live, remove_live, is_live};
-
-void runtime_error(const char* symbol, const std::string& rule) {
-  pending_error = std::string(symbol) + ": " + rule;
+void count_caller(const char* symbol, const void* return_address) {
+  Dl_info info{};
+  const char* path = dladdr(return_address, &info) != 0 && info.dli_fname ? info.dli_fname : "";
+  const char* file = std::strrchr(path, '/');
+  const std::string key = std::string(file ? file + 1 : path) + ":" + symbol;
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().calls_by_library[key];
 }
+
+void pin(const aclTensor* tensor) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().pins[tensor];
+}
+
+bool defer_delete(const aclTensor* tensor) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (state().pins.count(tensor) == 0) return false;
+  state().doomed.insert(tensor);
+  return true;
+}
+
+bool unpin(const aclTensor* tensor) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  if (--state().pins[tensor] > 0) return false;
+  state().pins.erase(tensor);
+  return state().doomed.erase(tensor) == 1;
+}
+
+const aclemu::Hooks kHooks{enter,        set_error,    workspace_override,
+                           soc,          add_live,     remove_live,
+                           is_live,      aclemu::enqueue, aclemu::host_read_hazard,
+                           count_caller, pin,          defer_delete,
+                           unpin};
 
 }  // namespace
 
@@ -93,6 +125,8 @@ ACLEMU_API const aclemu::Hooks* aclemu_hooks(void) { return &kHooks; }
 
 ACLEMU_API const char* aclGetRecentErrMsg(void) {
   if (enter("aclGetRecentErrMsg") != 0) return nullptr;
+  // NULL when nothing failed: the CANN EP takes any message after a kernel as its failure.
+  if (pending_error.empty()) return nullptr;
   returned_error = std::move(pending_error);
   pending_error.clear();
   return returned_error.c_str();
@@ -104,34 +138,12 @@ ACLEMU_API const char* aclrtGetSocName(void) {
   return returned_soc.c_str();
 }
 
-ACLEMU_API aclError aclrtSynchronizeStream(aclrtStream) {
-  // Every launch already ran to completion on the calling thread.
-  return enter("aclrtSynchronizeStream");
-}
-
-ACLEMU_API aclError aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
-  constexpr const char* kSymbol = "aclrtMemcpy";
-  if (aclError injected = enter(kSymbol)) return injected;
-  if (dst == nullptr || src == nullptr) {
-    runtime_error(kSymbol, "dst and src must not be NULL");
-    return kAclErrorInvalidParam;
-  }
-  if (count > dest_max) {
-    runtime_error(kSymbol, "count " + std::to_string(count) + " exceeds destMax " + std::to_string(dest_max));
-    return kAclErrorInvalidParam;
-  }
-  if (kind < 0 || kind > 4) {  // HOST_TO_HOST .. DEFAULT
-    runtime_error(kSymbol, "unknown aclrtMemcpyKind " + std::to_string(kind));
-    return kAclErrorInvalidParam;
-  }
-  std::memmove(dst, src, count);
-  return 0;
-}
-
 ACLEMU_API void aclemu_reset(void) {
+  aclemu::reset_runtime();
   {
     std::lock_guard<std::mutex> lock(state().mu);
     state().calls.clear();
+    state().calls_by_library.clear();
     state().failures.clear();
     state().workspace_override = 0;
     state().soc = kDefaultSoc;
@@ -162,6 +174,17 @@ ACLEMU_API int64_t aclemu_calls(const char* symbol) {
   return it == state().calls.end() ? 0 : it->second;
 }
 
+ACLEMU_API int64_t aclemu_calls_from(const char* symbol, const char* library) {
+  if (symbol == nullptr || library == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(state().mu);
+  int64_t total = 0;
+  for (const auto& [key, count] : state().calls_by_library) {
+    const size_t colon = key.rfind(':');
+    if (key.compare(colon + 1, std::string::npos, symbol) == 0 && key.rfind(library, 0) == 0) total += count;
+  }
+  return total;
+}
+
 ACLEMU_API int64_t aclemu_live_tensors(void) {
   std::lock_guard<std::mutex> lock(state().mu);
   return static_cast<int64_t>(live(aclemu::Kind::kTensor).size());
@@ -180,5 +203,3 @@ ACLEMU_API void aclemu_set_soc(const char* name) {
 // The definitions above must keep the ABI the backend binds.
 static_assert(std::is_same_v<decltype(&aclGetRecentErrMsg), oao::acl::GetRecentErrMsg>);
 static_assert(std::is_same_v<decltype(&aclrtGetSocName), oao::acl::GetSocName>);
-static_assert(std::is_same_v<decltype(&aclrtSynchronizeStream), oao::acl::SynchronizeStream>);
-static_assert(std::is_same_v<decltype(&aclrtMemcpy), oao::acl::MemcpyDeviceToHost>);

@@ -10,6 +10,15 @@
   :func:`make_ascend_session` the same on an Ascend NPU (CANN execution provider, aclnn kernels).
 """
 
+try:
+    import onnxruntime  # noqa: F401
+except ImportError:
+    # Not a dependency: onnxruntime and onnxruntime-cann are one module under two names.
+    raise ImportError(
+        "ort_ascend_ops needs ONNX Runtime: pip install 'ort_ascend_ops[cpu]' (onnxruntime), or on Ascend "
+        "'ort_ascend_ops[cann]' (onnxruntime-cann)"
+    ) from None
+
 from .fusion import fuse
 from .opschema import register_schemas
 from .reference import attach_functions, function_protos

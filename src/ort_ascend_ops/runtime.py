@@ -192,11 +192,15 @@ def make_session(
 def ascend_providers(device_id: int = 0, **cann_options: object) -> list[str | tuple[str, dict[str, str]]]:
     """Execution providers for an Ascend NPU (``onnxruntime-cann``): CANN's, in single-op mode, then
     the CPU for nodes CANN does not take. CANN's graph mode (``enable_cann_graph=1``, its default)
-    never takes nodes of a custom domain, so it is refused here."""
+    is refused: there the EP claims our nodes too, but compiles them with CANN's ONNX parser instead
+    of running our kernels."""
     options = {"device_id": str(device_id), "enable_cann_graph": "0"}
     options.update({name: str(value) for name, value in cann_options.items()})
     if options["enable_cann_graph"] not in ("0", "False", "false"):
-        raise ValueError("enable_cann_graph must be 0: CANN's graph mode does not run custom-domain nodes")
+        raise ValueError(
+            "enable_cann_graph must be 0: in CANN's graph mode the EP hands our nodes to CANN's ONNX parser "
+            "instead of running their aclnn kernels"
+        )
     options["enable_cann_graph"] = "0"
     return [("CANNExecutionProvider", options), "CPUExecutionProvider"]
 

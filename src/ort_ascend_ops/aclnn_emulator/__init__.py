@@ -1,10 +1,13 @@
-"""The aclnn backend without an NPU: a host emulator of the CANN libraries the backend opens
-(``lib64/``: device memory is host memory, the stream does nothing, every aclnn entry point checks
-its arguments as the vendor documents and computes with its own loops), and a build of the
-custom-op library that registers the aclnn kernels under the CPU execution provider.
+"""The aclnn backend without an NPU: a host emulator of the CANN libraries (``lib64/``: device
+memory is host memory, streams hold their work until the host waits for them, every aclnn entry
+point checks its arguments as the vendor documents and computes with its own loops), complete
+enough that ``onnxruntime-cann``'s CANN execution provider runs on it; and a build of the
+custom-op library that registers the aclnn kernels under the CPU execution provider, for
+environments with the plain ``onnxruntime``.
 
-Tests drive the emulator through :func:`control`. Results here say the backend calls aclnn as
-the vendor documents; they say nothing about Ascend hardware.
+Tests drive the emulator through :func:`control` and make sessions with :func:`make_session`.
+Results here say the backend and the execution provider call CANN as the vendor documents; they say
+nothing about Ascend hardware.
 """
 
 from __future__ import annotations
@@ -14,14 +17,27 @@ import functools
 import os
 from pathlib import Path
 
+import onnx
 import onnxruntime as ort
+
+from ort_ascend_ops import runtime
+
+CANN_EP = "CANNExecutionProvider"
 
 _HERE = Path(os.environ.get("ORT_ASCEND_OPS_ACLNN_EMULATOR", Path(__file__).parent))
 
 
 def home() -> str:
-    """An ``ASCEND_HOME_PATH`` holding the emulated libraries (``lib64/``)."""
+    """An ``ASCEND_HOME_PATH`` holding the emulated libraries (``lib64/``). For the CANN execution
+    provider, ``lib64/`` must also be on ``LD_LIBRARY_PATH`` when the process starts, so that the
+    provider and the backend load the same runtime."""
     return str(_HERE)
+
+
+def through_cann_ep() -> bool:
+    """Whether this ONNX Runtime is ``onnxruntime-cann``: sessions then run the aclnn kernels through
+    its execution provider rather than through the CPU test build."""
+    return CANN_EP in ort.get_available_providers()
 
 
 def custom_opp() -> str:
@@ -51,6 +67,24 @@ def session_options(*, threads: int | None = None) -> ort.SessionOptions:
     return options
 
 
+def make_session(
+    model: onnx.ModelProto, *, threads: int | None = None, cpu_fallback: bool = False
+) -> runtime.Session:
+    """A session whose nodes of our domain run on the aclnn backend over the emulator: under
+    ``onnxruntime-cann`` through its CANN execution provider (``ascend_providers``), every node on
+    it unless ``cpu_fallback``; elsewhere through the CPU test build."""
+    activate()
+    if not through_cann_ep():
+        return runtime.make_session(model, options=session_options(threads=threads))
+    options = runtime.session_options(threads=threads)
+    providers = runtime.ascend_providers()
+    if not cpu_fallback:
+        # ONNX Runtime refuses the option beside an explicit CPU EP.
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        providers = [p for p in providers if p != "CPUExecutionProvider"]
+    return runtime.make_session(model, providers=providers, options=options)
+
+
 @functools.cache
 def control() -> ctypes.CDLL:
     """The emulator's control functions (``aclemu_*``, see native/aclnn_emulator/aclemu.h), in the
@@ -63,4 +97,6 @@ def control() -> ctypes.CDLL:
     for name in ("aclemu_calls", "aclemu_live_tensors", "aclemu_live_executors"):
         getattr(lib, name).restype = ctypes.c_int64
     lib.aclemu_calls.argtypes = [ctypes.c_char_p]
+    lib.aclemu_calls_from.restype = ctypes.c_int64
+    lib.aclemu_calls_from.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
     return lib

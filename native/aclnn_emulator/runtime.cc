@@ -1,0 +1,449 @@
+// libascendcl.so, the runtime: one emulated device whose memory is host memory, streams that keep
+// their work until the host waits for it, events, and copies. Work never runs when it is submitted,
+// so a caller that reads a device value on the host, or frees memory, before waiting for the work
+// that uses it gets an error instead of a result that happens to be right.
+#include "runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <unordered_set>
+
+#include "op.h"
+
+namespace {
+
+using aclemu::hooks;
+using aclemu::Range;
+using aclemu::Work;
+
+// aclError values of CANN's acl_base.h and rt error codes.
+constexpr aclError kAclSuccess = 0;
+constexpr aclError kInvalidParam = 100000;      // ACL_ERROR_INVALID_PARAM
+constexpr aclError kUninitialized = 100001;     // ACL_ERROR_UNINITIALIZE
+constexpr aclError kRepeatInitialize = 100002;  // ACL_ERROR_REPEAT_INITIALIZE
+constexpr aclError kBadAlloc = 200000;          // ACL_ERROR_BAD_ALLOC
+constexpr aclError kInvalidDevice = 107001;     // ACL_ERROR_RT_INVALID_DEVICEID
+constexpr aclError kContextNull = 107002;       // ACL_ERROR_RT_CONTEXT_NULL
+constexpr aclError kInternal = 507000;          // ACL_ERROR_RT_INTERNAL_ERROR
+constexpr aclError kKernelFailed = 507015;      // ACL_ERROR_RT_AICORE_EXCEPTION
+
+constexpr uint32_t kDevices = 1;
+constexpr size_t kAlignment = 64;
+// Fresh device memory reads as NaN / -1, never as plausible data.
+constexpr unsigned char kPoison = 0xFF;
+constexpr int kMemcpyKinds = 5;  // HOST_TO_HOST .. DEFAULT
+
+struct Stream {
+  std::deque<Work> queue;
+  uint64_t submitted = 0, completed = 0;
+  std::string fault;  // the first failure since the last wait, reported by the next one
+};
+
+struct Event {
+  Stream* stream = nullptr;  // null: never recorded, complete
+  uint64_t ticket = 0;       // complete once the stream has completed this much work
+};
+
+struct Runtime {
+  // Recursive: a stream waiting for an event runs another stream's work from inside a wait.
+  std::recursive_mutex mu;
+  bool initialized = false;
+  std::map<const char*, size_t> device, host;  // allocations: start -> bytes
+  Stream default_stream;
+  std::unordered_set<Stream*> streams;
+  std::unordered_set<Event*> events;
+};
+
+// Leaked on purpose, like the shared state: the EP may free memory while the process exits.
+Runtime& rt() {
+  static Runtime* r = new Runtime;
+  return *r;
+}
+
+thread_local int32_t current_device = -1;
+
+aclError refuse(const char* symbol, aclError code, const std::string& rule) {
+  hooks().set_error(std::string(symbol) + ": " + rule);
+  return code;
+}
+
+bool overlaps(const Range& a, const Range& b) {
+  const auto* a0 = static_cast<const char*>(a.begin);
+  const auto* b0 = static_cast<const char*>(b.begin);
+  return a.bytes > 0 && b.bytes > 0 && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+}
+
+std::string range_text(const Range& r) {
+  char text[64];
+  std::snprintf(text, sizeof text, "[%p, +%zu)", r.begin, r.bytes);
+  return text;
+}
+
+std::vector<Stream*> all_streams() {
+  std::vector<Stream*> out{&rt().default_stream};
+  out.insert(out.end(), rt().streams.begin(), rt().streams.end());
+  return out;
+}
+
+// The work queued on `s` that writes (or, with `reads`, also reads) `range`, as "<what> queued on
+// stream S"; empty if none.
+std::string stream_use(const Stream* s, const Range& range, bool reads) {
+  for (const Work& w : s->queue) {
+    bool hit = false;
+    for (const Range& r : w.writes) hit = hit || overlaps(r, range);
+    for (const Range& r : w.reads) hit = hit || (reads && overlaps(r, range));
+    if (hit) {
+      char stream[32];
+      std::snprintf(stream, sizeof stream, "%p", s == &rt().default_stream ? nullptr : static_cast<const void*>(s));
+      return w.what + " queued on stream " + stream;
+    }
+  }
+  return {};
+}
+
+std::string pending_use(const Range& range, bool reads) {
+  for (Stream* s : all_streams()) {
+    if (std::string use = stream_use(s, range, reads); !use.empty()) return use;
+  }
+  return {};
+}
+
+Stream* find_stream(aclrtStream handle) {
+  if (handle == nullptr) return &rt().default_stream;
+  auto* s = static_cast<Stream*>(handle);
+  return rt().streams.count(s) ? s : nullptr;
+}
+
+// Runs `stream`'s work, oldest first, until `ticket` pieces have completed; reports the first
+// failure since the last wait.
+aclError drain(Stream& stream, uint64_t ticket, const char* symbol) {
+  while (stream.completed < ticket && !stream.queue.empty()) {
+    Work work = std::move(stream.queue.front());
+    stream.queue.pop_front();
+    try {
+      work.run();
+    } catch (const aclemu::Error& e) {
+      if (stream.fault.empty())
+        stream.fault = work.what + " failed with " + std::to_string(e.code) + ": " + e.message;
+    } catch (const std::exception& e) {
+      if (stream.fault.empty()) stream.fault = work.what + " failed: " + e.what();
+    }
+    ++stream.completed;
+  }
+  if (stream.fault.empty()) return kAclSuccess;
+  const std::string fault = std::move(stream.fault);
+  stream.fault.clear();
+  return refuse(symbol, kKernelFailed, "the stream's work failed: " + fault);
+}
+
+aclError drain_all(Stream& stream, const char* symbol) { return drain(stream, stream.submitted, symbol); }
+
+char* allocate(size_t bytes, bool poison) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  auto* p = static_cast<char*>(std::aligned_alloc(kAlignment, rounded));
+  if (p != nullptr && poison) std::memset(p, kPoison, rounded);
+  return p;
+}
+
+aclError free_allocation(const char* symbol, std::map<const char*, size_t>& from, void* ptr, const char* kind) {
+  const auto it = from.find(static_cast<const char*>(ptr));
+  if (it == from.end()) return refuse(symbol, kInvalidParam, std::string("not a live ") + kind + " allocation");
+  const Range whole{it->first, it->second};
+  if (const std::string user = pending_use(whole, true); !user.empty()) {
+    // Kept alive so the queued work stays defined; the stream's next wait reports it too.
+    for (Stream* s : all_streams()) {
+      const std::string use = stream_use(s, whole, true);
+      if (s->fault.empty() && !use.empty())
+        s->fault = std::string(symbol) + " of " + range_text(whole) + " while " + use + " still uses it";
+    }
+    return refuse(symbol, kInternal, range_text(whole) + " is still used by " + user + ": synchronize first");
+  }
+  std::free(ptr);
+  from.erase(it);
+  return kAclSuccess;
+}
+
+}  // namespace
+
+namespace aclemu {
+
+aclError enqueue(aclrtStream handle, Work work) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Stream* stream = find_stream(handle);
+  if (stream == nullptr) return refuse(work.what.c_str(), kInvalidParam, "stream is not a live aclrtStream");
+  stream->queue.push_back(std::move(work));
+  ++stream->submitted;
+  return kAclSuccess;
+}
+
+std::string host_read_hazard(const void* begin, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  const std::string writer = pending_use({begin, bytes}, false);
+  return writer.empty() ? writer : range_text({begin, bytes}) + " is written by " + writer + " that has not run";
+}
+
+void reset_runtime() {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  for (Stream* s : all_streams()) drain_all(*s, "aclemu_reset");
+}
+
+}  // namespace aclemu
+
+ACLEMU_API aclError aclInit(const char*) {
+  if (aclError injected = hooks().enter("aclInit")) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  if (rt().initialized) return refuse("aclInit", kRepeatInitialize, "already initialized");
+  rt().initialized = true;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclFinalize(void) {
+  if (aclError injected = hooks().enter("aclFinalize")) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  if (!rt().initialized) return refuse("aclFinalize", kUninitialized, "aclInit was not called");
+  rt().initialized = false;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtGetDeviceCount(uint32_t* count) {
+  if (aclError injected = hooks().enter("aclrtGetDeviceCount")) return injected;
+  if (count == nullptr) return refuse("aclrtGetDeviceCount", kInvalidParam, "count is NULL");
+  *count = kDevices;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtSetDevice(int32_t device_id) {
+  if (aclError injected = hooks().enter("aclrtSetDevice")) return injected;
+  if (device_id < 0 || static_cast<uint32_t>(device_id) >= kDevices) {
+    return refuse("aclrtSetDevice", kInvalidDevice,
+                  "device " + std::to_string(device_id) + " does not exist (" + std::to_string(kDevices) +
+                      " emulated)");
+  }
+  current_device = device_id;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtGetDevice(int32_t* device_id) {
+  if (aclError injected = hooks().enter("aclrtGetDevice")) return injected;
+  if (device_id == nullptr) return refuse("aclrtGetDevice", kInvalidParam, "deviceId is NULL");
+  if (current_device < 0) return refuse("aclrtGetDevice", kContextNull, "no device set on this thread");
+  *device_id = current_device;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtMalloc(void** dev_ptr, size_t size, int /*aclrtMemMallocPolicy*/) {
+  constexpr const char* kSymbol = "aclrtMalloc";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  if (dev_ptr == nullptr) return refuse(kSymbol, kInvalidParam, "devPtr is NULL");
+  if (size == 0) return refuse(kSymbol, kInvalidParam, "size is 0");
+  char* p = allocate(size, true);
+  if (p == nullptr) return refuse(kSymbol, kBadAlloc, "out of device memory for " + std::to_string(size) + " bytes");
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  rt().device[p] = size;
+  *dev_ptr = p;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtFree(void* dev_ptr) {
+  if (aclError injected = hooks().enter("aclrtFree")) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  return free_allocation("aclrtFree", rt().device, dev_ptr, "device");
+}
+
+ACLEMU_API aclError aclrtMallocHost(void** host_ptr, size_t size) {
+  constexpr const char* kSymbol = "aclrtMallocHost";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  if (host_ptr == nullptr) return refuse(kSymbol, kInvalidParam, "hostPtr is NULL");
+  if (size == 0) return refuse(kSymbol, kInvalidParam, "size is 0");
+  char* p = allocate(size, false);
+  if (p == nullptr) return refuse(kSymbol, kBadAlloc, "out of host memory for " + std::to_string(size) + " bytes");
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  rt().host[p] = size;
+  *host_ptr = p;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtFreeHost(void* host_ptr) {
+  if (aclError injected = hooks().enter("aclrtFreeHost")) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  return free_allocation("aclrtFreeHost", rt().host, host_ptr, "pinned host");
+}
+
+ACLEMU_API aclError aclrtCreateStream(aclrtStream* stream) {
+  if (aclError injected = hooks().enter("aclrtCreateStream")) return injected;
+  if (stream == nullptr) return refuse("aclrtCreateStream", kInvalidParam, "stream is NULL");
+  auto* s = new Stream;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  rt().streams.insert(s);
+  *stream = s;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtDestroyStream(aclrtStream stream) {
+  constexpr const char* kSymbol = "aclrtDestroyStream";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Stream* s = stream == nullptr ? nullptr : find_stream(stream);
+  if (s == nullptr) return refuse(kSymbol, kInvalidParam, "not a live aclrtStream");
+  // The vendor runs what was queued before the stream goes.
+  const aclError code = drain_all(*s, kSymbol);
+  rt().streams.erase(s);
+  for (Event* e : rt().events) {
+    if (e->stream == s) e->stream = nullptr;
+  }
+  delete s;
+  return code;
+}
+
+ACLEMU_API aclError aclrtSynchronizeStream(aclrtStream stream) {
+  constexpr const char* kSymbol = "aclrtSynchronizeStream";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  hooks().count_caller(kSymbol, __builtin_return_address(0));
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Stream* s = find_stream(stream);
+  if (s == nullptr) return refuse(kSymbol, kInvalidParam, "not a live aclrtStream");
+  return drain_all(*s, kSymbol);
+}
+
+ACLEMU_API aclError aclrtSynchronizeDevice(void) {
+  constexpr const char* kSymbol = "aclrtSynchronizeDevice";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  aclError first = kAclSuccess;
+  for (Stream* s : all_streams()) {
+    const aclError code = drain_all(*s, kSymbol);
+    if (first == kAclSuccess) first = code;
+  }
+  return first;
+}
+
+ACLEMU_API aclError aclrtCreateEvent(aclrtEvent* event) {
+  if (aclError injected = hooks().enter("aclrtCreateEvent")) return injected;
+  if (event == nullptr) return refuse("aclrtCreateEvent", kInvalidParam, "event is NULL");
+  auto* e = new Event;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  rt().events.insert(e);
+  *event = e;
+  return kAclSuccess;
+}
+
+namespace {
+
+Event* find_event(aclrtEvent handle) {
+  auto* e = static_cast<Event*>(handle);
+  return rt().events.count(e) ? e : nullptr;
+}
+
+}  // namespace
+
+ACLEMU_API aclError aclrtDestroyEvent(aclrtEvent event) {
+  if (aclError injected = hooks().enter("aclrtDestroyEvent")) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Event* e = find_event(event);
+  if (e == nullptr) return refuse("aclrtDestroyEvent", kInvalidParam, "not a live aclrtEvent");
+  rt().events.erase(e);
+  delete e;
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream) {
+  constexpr const char* kSymbol = "aclrtRecordEvent";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Event* e = find_event(event);
+  Stream* s = find_stream(stream);
+  if (e == nullptr || s == nullptr) return refuse(kSymbol, kInvalidParam, "not a live event and stream");
+  *e = Event{s, s->submitted};
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtSynchronizeEvent(aclrtEvent event) {
+  constexpr const char* kSymbol = "aclrtSynchronizeEvent";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Event* e = find_event(event);
+  if (e == nullptr) return refuse(kSymbol, kInvalidParam, "not a live aclrtEvent");
+  return e->stream == nullptr ? kAclSuccess : drain(*e->stream, e->ticket, kSymbol);
+}
+
+ACLEMU_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
+  constexpr const char* kSymbol = "aclrtStreamWaitEvent";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Event* e = find_event(event);
+  Stream* s = find_stream(stream);
+  if (e == nullptr || s == nullptr) return refuse(kSymbol, kInvalidParam, "not a live stream and event");
+  if (e->stream == nullptr || e->stream == s) return kAclSuccess;  // nothing to wait for, or already in order
+  const Event snapshot = *e;
+  s->queue.push_back(Work{kSymbol, {}, {}, [snapshot] {
+                            const aclError code = drain(*snapshot.stream, snapshot.ticket, kSymbol);
+                            if (code != kAclSuccess) aclemu::fail(code, "the awaited stream's work failed");
+                          }});
+  ++s->submitted;
+  return kAclSuccess;
+}
+
+namespace {
+
+aclError check_copy(const char* symbol, const void* dst, size_t dest_max, const void* src, size_t count,
+                    int kind) {
+  if (count == 0) return kAclSuccess;  // the EP's copies of empty tensors pass NULL
+  if (dst == nullptr || src == nullptr) return refuse(symbol, kInvalidParam, "dst and src must not be NULL");
+  if (count > dest_max)
+    return refuse(symbol, kInvalidParam,
+                  "count " + std::to_string(count) + " exceeds destMax " + std::to_string(dest_max));
+  if (kind < 0 || kind >= kMemcpyKinds)
+    return refuse(symbol, kInvalidParam, "unknown aclrtMemcpyKind " + std::to_string(kind));
+  return kAclSuccess;
+}
+
+}  // namespace
+
+ACLEMU_API aclError aclrtMemcpy(void* dst, size_t dest_max, const void* src, size_t count, int kind) {
+  constexpr const char* kSymbol = "aclrtMemcpy";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  if (aclError code = check_copy(kSymbol, dst, dest_max, src, count, kind)) return code;
+  if (count == 0) return kAclSuccess;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  // A synchronous copy does not wait for any stream.
+  if (const std::string writer = pending_use({src, count}, false); !writer.empty())
+    return refuse(kSymbol, kInternal, "src " + range_text({src, count}) + " is written by " + writer +
+                                          " that has not run: synchronize the stream first");
+  if (const std::string user = pending_use({dst, count}, true); !user.empty())
+    return refuse(kSymbol, kInternal, "dst " + range_text({dst, count}) + " is used by " + user +
+                                          " that has not run: synchronize the stream first");
+  std::memmove(dst, src, count);
+  return kAclSuccess;
+}
+
+ACLEMU_API aclError aclrtMemcpyAsync(void* dst, size_t dest_max, const void* src, size_t count, int kind,
+                                     aclrtStream stream) {
+  constexpr const char* kSymbol = "aclrtMemcpyAsync";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  if (aclError code = check_copy(kSymbol, dst, dest_max, src, count, kind)) return code;
+  return aclemu::enqueue(stream, Work{kSymbol, {{src, count}}, {{dst, count}}, [dst, src, count] {
+                                        if (count > 0) std::memmove(dst, src, count);
+                                      }});
+}
+
+ACLEMU_API aclError aclrtMemsetAsync(void* dev_ptr, size_t max_count, int32_t value, size_t count,
+                                     aclrtStream stream) {
+  constexpr const char* kSymbol = "aclrtMemsetAsync";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  if (count > max_count)
+    return refuse(kSymbol, kInvalidParam,
+                  "count " + std::to_string(count) + " exceeds maxCount " + std::to_string(max_count));
+  if (dev_ptr == nullptr && count > 0) return refuse(kSymbol, kInvalidParam, "devPtr is NULL");
+  return aclemu::enqueue(stream, Work{kSymbol, {}, {{dev_ptr, count}}, [dev_ptr, value, count] {
+                                        if (count > 0) std::memset(dev_ptr, value, count);
+                                      }});
+}
+
+// The definitions above must keep the ABI the backend binds.
+static_assert(std::is_same_v<decltype(&aclrtSynchronizeStream), oao::acl::SynchronizeStream>);
+static_assert(std::is_same_v<decltype(&aclrtMemcpy), oao::acl::MemcpyDeviceToHost>);

@@ -17,6 +17,10 @@ settings.register_profile(
     "ci", max_examples=300, derandomize=True, database=None, deadline=None, suppress_health_check=_FUZZ_HEALTH
 )
 settings.register_profile("nightly", max_examples=3000, deadline=None, suppress_health_check=_FUZZ_HEALTH)
+# .ci/sanitize: the first 100 cases of the same corpus, for memory errors (the suite checks all 300).
+settings.register_profile(
+    "sanitize", max_examples=100, derandomize=True, database=None, deadline=None, suppress_health_check=_FUZZ_HEALTH
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 if os.environ.get("ORT_ASCEND_OPS_TEST_NO_ARENA"):  # .ci/sanitize: every tensor its own allocation

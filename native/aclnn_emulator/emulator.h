@@ -76,7 +76,7 @@ struct Hooks {
 
 }  // namespace aclemu
 
-// The emulator's one internal export.
+// The emulator's internal export for the shared state (acl_objects.h has the other, for aclop).
 ACLEMU_API const aclemu::Hooks* aclemu_hooks(void);
 
 namespace aclemu {

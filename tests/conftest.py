@@ -19,7 +19,12 @@ settings.register_profile(
 settings.register_profile("nightly", max_examples=3000, deadline=None, suppress_health_check=_FUZZ_HEALTH)
 # .ci/sanitize: the first 100 cases of the same corpus, for memory errors (the suite checks all 300).
 settings.register_profile(
-    "sanitize", max_examples=100, derandomize=True, database=None, deadline=None, suppress_health_check=_FUZZ_HEALTH
+    "sanitize",
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=_FUZZ_HEALTH,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -43,6 +43,12 @@ def acl(emulator):
         ctypes.c_size_t,
         ctypes.c_void_p,
     ]
+    for name in ("aclrtCreateEvent", "aclrtDestroyEvent", "aclrtRecordEvent", "aclrtStreamWaitEvent"):
+        getattr(lib, name).restype = ctypes.c_int
+    lib.aclrtCreateEvent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    lib.aclrtDestroyEvent.argtypes = [ctypes.c_void_p]
+    lib.aclrtRecordEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.aclrtStreamWaitEvent.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.aclGetRecentErrMsg.restype = ctypes.c_char_p
     return lib
 
@@ -91,6 +97,34 @@ def test_freeing_memory_queued_work_uses_is_an_error_and_fails_the_wait(acl):
     assert "aclrtFree of" in acl.aclGetRecentErrMsg().decode()
     assert acl.aclrtFree(device) == 0  # once the work ran, the memory may go
     assert acl.aclrtDestroyStream(stream) == 0
+
+
+@pytest.mark.parametrize("destroy_first", [False, True])
+def test_a_stream_waiting_on_an_event_runs_after_the_recorded_work(acl, destroy_first):
+    src = np.arange(8, dtype=np.float32)
+    out = np.zeros_like(src)
+    producer, device = make(acl, src.nbytes)
+    consumer, event = ctypes.c_void_p(), ctypes.c_void_p()
+    assert (acl.aclrtCreateStream(ctypes.byref(consumer)), acl.aclrtCreateEvent(ctypes.byref(event))) == (
+        0,
+        0,
+    )
+    assert (
+        acl.aclrtMemcpyAsync(device, src.nbytes, src.ctypes.data, src.nbytes, HOST_TO_DEVICE, producer) == 0
+    )
+    assert acl.aclrtRecordEvent(event, producer) == 0
+    assert acl.aclrtStreamWaitEvent(consumer, event) == 0
+    assert (
+        acl.aclrtMemcpyAsync(out.ctypes.data, out.nbytes, device, src.nbytes, DEVICE_TO_HOST, consumer) == 0
+    )
+    if destroy_first:  # destroying the producer runs its work, so the wait has nothing left
+        assert acl.aclrtDestroyStream(producer) == 0
+    assert acl.aclrtSynchronizeStream(consumer) == 0
+    np.testing.assert_array_equal(out, src)
+    assert acl.aclrtDestroyEvent(event) == 0
+    assert (acl.aclrtFree(device), acl.aclrtDestroyStream(consumer)) == (0, 0)
+    if not destroy_first:
+        assert acl.aclrtDestroyStream(producer) == 0
 
 
 def test_fresh_device_memory_is_poisoned(acl):

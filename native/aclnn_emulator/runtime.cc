@@ -381,7 +381,10 @@ ACLEMU_API aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event) {
   if (e->stream == nullptr || e->stream == s) return kAclSuccess;  // nothing to wait for, or already in order
   const Event snapshot = *e;
   s->queue.push_back(Work{kSymbol, {}, {}, [snapshot] {
-                            const aclError code = drain(*snapshot.stream, snapshot.ticket, kSymbol);
+                            // A stream destroyed meanwhile ran all its work when it went.
+                            Stream* awaited = rt().streams.count(snapshot.stream) ? snapshot.stream : nullptr;
+                            if (awaited == nullptr) return;
+                            const aclError code = drain(*awaited, snapshot.ticket, kSymbol);
                             if (code != kAclSuccess) aclemu::fail(code, "the awaited stream's work failed");
                           }});
   ++s->submitted;

@@ -95,16 +95,7 @@ def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
             reached.update(
                 o for o in node.output if o and types.get(o, onnx.TensorProto.FLOAT) in _FLOAT_TYPES
             )
-    producer = {o: node for node in graph.node for o in node.output if o}
-    feeding, stack = set(), [loss]
-    while stack:
-        value = stack.pop()
-        if value in feeding:
-            continue
-        feeding.add(value)
-        if value in producer:
-            stack.extend(i for i in producer[value].input if i)
-    return reached & feeding
+    return reached & depends_on(graph, [loss], whole_nodes=False)
 
 
 def build_training_model(

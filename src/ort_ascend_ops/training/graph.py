@@ -32,9 +32,9 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def depends_on(graph: onnx.GraphProto, roots) -> set[str]:
-    """The values ``roots`` and everything they are computed from (a node's other outputs
-    included: a node runs whole)."""
+def depends_on(graph: onnx.GraphProto, roots, *, whole_nodes: bool = True) -> set[str]:
+    """The values ``roots`` and everything they are computed from; with ``whole_nodes`` a node's
+    other outputs too (a node runs whole, so pruning keeps them)."""
     producer = {o: node for node in graph.node for o in node.output if o}
     needed: set[str] = set()
     stack = list(roots)
@@ -45,7 +45,8 @@ def depends_on(graph: onnx.GraphProto, roots) -> set[str]:
         needed.add(value)
         if value in producer:
             stack.extend(i for i in producer[value].input if i)
-            stack.extend(o for o in producer[value].output if o)
+            if whole_nodes:
+                stack.extend(o for o in producer[value].output if o)
     return needed
 
 

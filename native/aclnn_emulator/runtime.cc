@@ -150,6 +150,20 @@ char* allocate(size_t bytes, bool poison) {
   return p;
 }
 
+// Device memory starts poisoned; pinned host memory is the caller's to fill, as on the vendor's.
+aclError allocate_tracked(const char* symbol, void** out, const char* out_name, size_t size, bool device) {
+  if (out == nullptr) return refuse(symbol, kInvalidParam, std::string(out_name) + " is NULL");
+  if (size == 0) return refuse(symbol, kInvalidParam, "size is 0");
+  const char* kind = device ? "device" : "host";
+  char* p = allocate(size, device);
+  if (p == nullptr)
+    return refuse(symbol, kBadAlloc, std::string("out of ") + kind + " memory for " + std::to_string(size) + " bytes");
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  (device ? rt().device : rt().host)[p] = size;
+  *out = p;
+  return kAclSuccess;
+}
+
 aclError free_allocation(const char* symbol, std::map<const char*, size_t>& from, void* ptr, const char* kind) {
   const auto it = from.find(static_cast<const char*>(ptr));
   if (it == from.end()) return refuse(symbol, kInvalidParam, std::string("not a live ") + kind + " allocation");
@@ -237,16 +251,8 @@ ACLEMU_API aclError aclrtGetDevice(int32_t* device_id) {
 }
 
 ACLEMU_API aclError aclrtMalloc(void** dev_ptr, size_t size, int /*aclrtMemMallocPolicy*/) {
-  constexpr const char* kSymbol = "aclrtMalloc";
-  if (aclError injected = hooks().enter(kSymbol)) return injected;
-  if (dev_ptr == nullptr) return refuse(kSymbol, kInvalidParam, "devPtr is NULL");
-  if (size == 0) return refuse(kSymbol, kInvalidParam, "size is 0");
-  char* p = allocate(size, true);
-  if (p == nullptr) return refuse(kSymbol, kBadAlloc, "out of device memory for " + std::to_string(size) + " bytes");
-  std::lock_guard<std::recursive_mutex> lock(rt().mu);
-  rt().device[p] = size;
-  *dev_ptr = p;
-  return kAclSuccess;
+  if (aclError injected = hooks().enter("aclrtMalloc")) return injected;
+  return allocate_tracked("aclrtMalloc", dev_ptr, "devPtr", size, true);
 }
 
 ACLEMU_API aclError aclrtFree(void* dev_ptr) {
@@ -256,16 +262,8 @@ ACLEMU_API aclError aclrtFree(void* dev_ptr) {
 }
 
 ACLEMU_API aclError aclrtMallocHost(void** host_ptr, size_t size) {
-  constexpr const char* kSymbol = "aclrtMallocHost";
-  if (aclError injected = hooks().enter(kSymbol)) return injected;
-  if (host_ptr == nullptr) return refuse(kSymbol, kInvalidParam, "hostPtr is NULL");
-  if (size == 0) return refuse(kSymbol, kInvalidParam, "size is 0");
-  char* p = allocate(size, false);
-  if (p == nullptr) return refuse(kSymbol, kBadAlloc, "out of host memory for " + std::to_string(size) + " bytes");
-  std::lock_guard<std::recursive_mutex> lock(rt().mu);
-  rt().host[p] = size;
-  *host_ptr = p;
-  return kAclSuccess;
+  if (aclError injected = hooks().enter("aclrtMallocHost")) return injected;
+  return allocate_tracked("aclrtMallocHost", host_ptr, "hostPtr", size, false);
 }
 
 ACLEMU_API aclError aclrtFreeHost(void* host_ptr) {

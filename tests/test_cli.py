@@ -14,7 +14,7 @@ from ort_ascend_ops.__main__ import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_demo_trains_both_models_and_passes(tmp_path):
+def test_demo_trains_every_model_and_passes(tmp_path):
     # From the checkout's root, as the README types it (`-m` puts the current folder first on
     # sys.path; the source tree is under src/, so the installed package is still the one found).
     result = subprocess.run(
@@ -29,11 +29,12 @@ def test_demo_trains_both_models_and_passes(tmp_path):
     assert result.returncode == 0, out + result.stderr
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("verdict: PASS"), out
-    # Both models trained, the profiler's tables show our ops, the checks ran.
-    assert "[1/2] Hugging Face Llama over bytes" in out and "[2/2] DeepSeek indexer loss" in out
+    # Every model trained, the profiler's tables show our ops, the checks ran.
+    assert "[1/3] Hugging Face Llama over bytes" in out and "[3/3] DeepSeek indexer loss" in out
+    assert "[2/3] DeepSeek-V3.2 indexer warm-up" in out and "LightningIndexerGrad x2" in out
     for op in ["RmsNormGrad", "RotaryPositionEmbeddingGrad", "LightningIndexerGrad"]:
         assert f"* {op} " in out
-    assert out.count("native vs portable path") == 2 and out.count("finite differences (central") == 1
+    assert out.count("native vs portable path") == 3 and out.count("finite differences (central") == 1
     assert (tmp_path / "losses.csv").exists() and (tmp_path / "checkpoint.safetensors").exists()
     pytest.importorskip("matplotlib")
     assert (tmp_path / "loss_curve.png").read_bytes().startswith(b"\x89PNG")
@@ -41,9 +42,11 @@ def test_demo_trains_both_models_and_passes(tmp_path):
 
 def test_demo_fails_with_reasons_when_the_loss_cannot_fall(capsys, tmp_path):
     # No steps: nothing to compare the loss with, so "fell" cannot hold; the verdict names why.
-    assert main(["demo", "--steps", "0", "--lm-steps", "0", "--out", str(tmp_path)]) == 1
+    argv = ["demo", "--steps", "0", "--lm-steps", "0", "--warmup-steps", "0", "--out", str(tmp_path)]
+    assert main(argv) == 1
     verdict = capsys.readouterr().out.strip().splitlines()[-1]
     assert verdict.startswith("verdict: FAIL: ") and "indexer_loss: the loss did not fall" in verdict
+    assert "deepseek_v32: the KL loss did not fall" in verdict
     assert "byte_llama: trained no steps" in verdict
 
 

@@ -52,7 +52,12 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import main
 
     return main(
-        steps=args.steps, seed=args.seed, threads=args.threads or None, lm_steps=args.lm_steps, out=args.out
+        steps=args.steps,
+        seed=args.seed,
+        threads=args.threads or None,
+        lm_steps=args.lm_steps,
+        out=args.out,
+        warmup_steps=args.warmup_steps,
     )
 
 
@@ -102,9 +107,12 @@ def main(argv: list[str] | None = None) -> int:
 
     demo = commands.add_parser(
         "demo",
-        help="train a byte-level Hugging Face Llama on Python's sources and the indexer loss; time the ops; check the gradients",
+        help="train a byte-level Hugging Face Llama on Python's sources, DeepSeek-V3.2's indexer warm-up and the indexer loss; time the ops; check the gradients",
     )
     demo.add_argument("--lm-steps", type=int, default=300, help="AdamW steps of the byte-level Llama")
+    demo.add_argument(
+        "--warmup-steps", type=int, default=30, help="AdamW steps of the DeepSeek-V3.2 indexer warm-up"
+    )
     demo.add_argument("--steps", type=int, default=20, help="SGD steps of the indexer loss")
     demo.add_argument("--out", default="demo-output", help="folder for the loss curve, CSV and checkpoint")
     demo.add_argument("--seed", type=int, default=0, help="seed of the inputs and initial weights")

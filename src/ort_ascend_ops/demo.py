@@ -6,7 +6,12 @@
    through ``generate_artifacts`` and the training API (``ort_ascend_ops.training.loop``): the loss
    falls from ln 256, a loss-curve PNG and CSV are written, a per-op time table comes from ONNX
    Runtime's profiler, and one step's gradients are checked against the portable path.
-2. The DeepSeek indexer loss (``ort_ascend_ops.examples.indexer_loss``), trained a few steps of
+2. DeepSeek-V3.2's indexer warm-up (DSA): a tiny random transformers ``DeepseekV32ForCausalLM``
+   (``models/hf/deepseek_v32_b2.onnx``, exported by ``export_torch``) fused (its indexers become
+   LightningIndexer) and made the indexer's training model by ``indexer_warmup``, trained with
+   AdamW on windows of the same bytes through LightningIndexerGrad: the KL loss falls, the per-op
+   table shows the grad op, one step's gradients are checked against the portable path.
+3. The DeepSeek indexer loss (``ort_ascend_ops.examples.indexer_loss``), trained a few steps of
    plain SGD through LightningIndexerGrad, its gradients checked against the portable path and
    central finite differences.
 
@@ -24,9 +29,10 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
-from .examples import byte_llama, indexer_loss
+from .examples import byte_llama, deepseek_v32, indexer_loss
 from .reference import FUNCTIONS
 from .reference._opset import DOMAIN
 from .runtime import get_library_path, make_session, session_options
@@ -61,9 +67,12 @@ EXAMPLES = [
         inputs_kwargs={"ranked": True},  # p ordered like the selected scores: the loss can approach 0
     ),
 ]
+# The indexer warm-up: AdamW at this learning rate (torch.optim's defaults otherwise).
+WARMUP_LR = 1e-2
 # The language model must end below this loss (nats per byte; ln 256 = 5.55 is a uniform guess),
 # on the training and the held-out bytes.
 LM_TARGET_LOSS = 3.0
+_SECTIONS = 2 + len(EXAMPLES)
 # This package's ops, marked in the time table.
 _OUR_OPS = set(FUNCTIONS)
 
@@ -173,7 +182,7 @@ def _demo_one(example: Example, index: int, steps: int, seed: int, threads: int 
     """Builds, trains and checks one example; returns a summary dict and the failure reasons."""
     module = example.module
     config = module.Config()
-    _say(f"[{index}/{1 + len(EXAMPLES)}] {example.title}: {config.describe()}")
+    _say(f"[{index}/{_SECTIONS}] {example.title}: {config.describe()}")
     start = time.perf_counter()
     forward_model, training_model = module.build(config)
     _say(
@@ -247,15 +256,12 @@ def _demo_one(example: Example, index: int, steps: int, seed: int, threads: int 
     return summary, failures
 
 
-def _demo_language_model(settings, threads: int | None, profile_dir: str):
+def _demo_language_model(settings, threads: int | None, profile_dir: str, corpus):
     """Trains the byte-level Llama; returns a summary dict and the failure reasons."""
-    from .training.api import CheckpointState, Module, Optimizer, training_session_options
-    from .training.data import ByteCorpus
     from .training.loop import LOSS_CURVE, LOSSES_CSV, artifacts_for, train
 
     model = byte_llama.model_path()
-    corpus = ByteCorpus.python_stdlib()
-    _say(f"[1/{1 + len(EXAMPLES)}] Hugging Face Llama over bytes ({model.name}): {byte_llama.describe()}")
+    _say(f"[1/{_SECTIONS}] Hugging Face Llama over bytes ({model.name}): {byte_llama.describe()}")
     _say(f"  data: {corpus.describe()}")
     start = time.perf_counter()
     history = train(model, corpus, settings, say=lambda text: _say("  " + text))
@@ -275,40 +281,12 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str):
 
     paths = artifacts_for(model, dataclasses.replace(settings, resume=True))
     window = corpus.batch("train", 0, settings.batch, settings.seq, settings.seed)
-    options = training_session_options(threads=threads)
-    options.enable_profiling = True
-    options.profile_file_prefix = str(Path(profile_dir) / "byte_llama")
-    profiled = Module(
-        paths["training"], CheckpointState.load_checkpoint(paths["checkpoint"]), session_options=options
-    )
-    # The training model is profiled; the optimizer's own session is not.
-    optimizer = Optimizer(
-        paths["optimizer"], profiled, session_options=training_session_options(threads=threads)
-    )
-    for _ in range(6):
-        profiled(window, window)
-        optimizer.step()
-        profiled.lazy_reset_grad()
+    feeds = [window, window]
     _say("  per-op kernel time of the training model, 5 steps after a warm-up (* = this package's ops)")
-    for row in _profile_table(profiled.training_session.end_profiling()):
+    for row in _profiled_steps(paths, feeds, threads, profile_dir, "byte_llama"):
         _say(row)
-
-    grads = {}
-    for native in (True, False):
-        state = CheckpointState.load_checkpoint(paths["checkpoint"])
-        Module(paths["training"], state, threads=threads, native=native)(window, window)
-        grads[native] = {name: p.grad for name, p in state.parameters.items()}
-    differences = {name: _relative(grads[True][name], grads[False][name]) for name in grads[True]}
-    worst = max(differences, key=differences.get)
-    _say(
-        f"  native vs portable path, one step's gradients at the initial weights: worst {worst} "
-        f"{differences[worst]:.1e} (tolerance {PORTABLE_TOL:g})"
-    )
-    failures = [
-        f"byte_llama: {name} differs from the portable path by {d:.2g} (> {PORTABLE_TOL:g})"
-        for name, d in differences.items()
-        if not d <= PORTABLE_TOL
-    ]
+    differences = _portable_differences(paths, feeds, threads)
+    failures = _portable_failures("byte_llama", differences)
     if not losses[-1] < LM_TARGET_LOSS:
         failures.append(f"byte_llama: the loss ended at {losses[-1]:.3f}, not below {LM_TARGET_LOSS}")
     if not evals[-1][1] < LM_TARGET_LOSS:
@@ -319,11 +297,120 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str):
     return summary, failures
 
 
+def _profiled_steps(
+    paths, feeds, threads: int | None, profile_dir: str, key: str, steps: int = 5
+) -> list[str]:
+    """The per-op table of ``steps`` training steps after a warm-up one, from a fresh
+    checkpoint (the optimizer's own session is not profiled)."""
+    from .training.api import CheckpointState, Module, Optimizer, training_session_options
+
+    options = training_session_options(threads=threads)
+    options.enable_profiling = True
+    options.profile_file_prefix = str(Path(profile_dir) / key)
+    profiled = Module(
+        paths["training"], CheckpointState.load_checkpoint(paths["checkpoint"]), session_options=options
+    )
+    optimizer = Optimizer(
+        paths["optimizer"], profiled, session_options=training_session_options(threads=threads)
+    )
+    for _ in range(steps + 1):
+        profiled(*feeds)
+        optimizer.step()
+        profiled.lazy_reset_grad()
+    return _profile_table(profiled.training_session.end_profiling())
+
+
+def _portable_differences(paths, feeds, threads: int | None) -> dict[str, float]:
+    """One step's gradients at the checkpoint's weights, native against portable (relative)."""
+    from .training.api import CheckpointState, Module
+
+    grads = {}
+    for native in (True, False):
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        Module(paths["training"], state, threads=threads, native=native)(*feeds)
+        grads[native] = {name: p.grad for name, p in state.parameters.items() if p.grad is not None}
+    differences = {name: _relative(grads[True][name], grads[False][name]) for name in grads[True]}
+    worst = max(differences, key=differences.get)
+    _say(
+        f"  native vs portable path, one step's gradients at the initial weights: worst {worst} "
+        f"{differences[worst]:.1e} (tolerance {PORTABLE_TOL:g})"
+    )
+    return differences
+
+
+def _portable_failures(key: str, differences: dict[str, float]) -> list[str]:
+    return [
+        f"{key}: {name} differs from the portable path by {d:.2g} (> {PORTABLE_TOL:g})"
+        for name, d in differences.items()
+        if not d <= PORTABLE_TOL
+    ]
+
+
+def _demo_indexer_warmup(steps: int, seed: int, threads: int | None, profile_dir: str, corpus):
+    """DeepSeek-V3.2's indexer warm-up on the byte corpus; returns a summary dict and the
+    failure reasons."""
+    from .training import indexer_warmup
+    from .training.api import CheckpointState, Module, Optimizer
+    from .training.artifacts import generate_artifacts
+    from .training.optim import AdamW
+
+    path = deepseek_v32.model_path()
+    batch, seq = deepseek_v32.BATCHES[-1], deepseek_v32.SEQUENCE
+    _say(f"[2/{_SECTIONS}] DeepSeek-V3.2 indexer warm-up, DSA ({path.name}): {deepseek_v32.describe()}")
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ort_ascend_ops_warmup_") as folder:
+        paths = generate_artifacts(
+            indexer_warmup(onnx.load(path)), optimizer=AdamW(lr=WARMUP_LR), artifact_directory=folder
+        )
+        training_model = onnx.load(paths["training"])
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        trained = [name for name, p in state.parameters.items() if p.requires_grad]
+        _say(
+            f"  fused, indexer_warmup and generate_artifacts in {time.perf_counter() - start:.1f} s: "
+            f"{len(trained)} indexer parameters trained, the rest frozen; ours: {_op_counts(training_model)}"
+        )
+        module = Module(paths["training"], state, threads=threads)
+        optimizer = Optimizer(paths["optimizer"], module)
+        _say(f"  AdamW, lr {WARMUP_LR:g}, {steps} steps, batch {batch} x seq {seq} of the training bytes")
+        first = corpus.batch("train", 0, batch, seq, seed)
+        losses = []
+        start = time.perf_counter()
+        for step in range(steps):
+            losses.append(float(module(corpus.batch("train", step, batch, seq, seed))))
+            optimizer.step()
+            module.lazy_reset_grad()
+            if step % 10 == 0 or step == steps - 1:
+                _say(f"    step {step:>3}  KL loss {losses[-1]:.4f}")
+        elapsed = time.perf_counter() - start
+        # The first window once more: the loss on it fell, not merely that of other windows.
+        final = float(module(first))
+        _say(
+            f"    first window's KL loss {losses[0] if losses else final:.4f} -> {final:.4f} "
+            f"({elapsed * 1e3 / max(steps, 1):.1f} ms per step)"
+        )
+        _say("  per-op kernel time of the training model, 5 steps after a warm-up (* = this package's ops)")
+        for row in _profiled_steps(paths, [first], threads, profile_dir, "deepseek_v32"):
+            _say(row)
+        differences = _portable_differences(paths, [first], threads)
+    failures = _portable_failures("deepseek_v32", differences)
+    initial = losses[0] if losses else final
+    if not (np.isfinite(losses).all() and np.isfinite(final) and final < initial):
+        failures.append(f"deepseek_v32: the KL loss did not fall ({initial:.5g} -> {final:.5g})")
+    return {"loss": (initial, final), "portable": max(differences.values())}, failures
+
+
 def main(
-    steps: int = 20, seed: int = 0, threads: int | None = 1, lm_steps: int = 300, out: str = "demo-output"
+    steps: int = 20,
+    seed: int = 0,
+    threads: int | None = 1,
+    lm_steps: int = 300,
+    out: str = "demo-output",
+    warmup_steps: int = 30,
 ) -> int:
     """Runs the demo; ``threads`` is ONNX Runtime's intra-op thread count (None: its default);
-    ``lm_steps`` AdamW steps of the language model, ``steps`` SGD steps of the indexer loss."""
+    ``lm_steps`` AdamW steps of the language model, ``warmup_steps`` AdamW steps of the DeepSeek
+    indexer warm-up, ``steps`` SGD steps of the indexer loss."""
+    from .training.data import ByteCorpus
     from .training.loop import Settings
 
     start = time.perf_counter()
@@ -341,21 +428,23 @@ def main(
         seed=seed,
         threads=threads,
     )
+    corpus = ByteCorpus.python_stdlib()
+    sections = [
+        ("byte_llama", lambda folder: _demo_language_model(settings, threads, folder, corpus)),
+        ("deepseek_v32", lambda folder: _demo_indexer_warmup(warmup_steps, seed, threads, folder, corpus)),
+    ]
+    for index, example in enumerate(EXAMPLES, 3):
+        sections.append(
+            (example.key, lambda folder, e=example, i=index: _demo_one(e, i, steps, seed, threads, folder))
+        )
     summaries, failures = {}, []
     with tempfile.TemporaryDirectory(prefix="ort_ascend_ops_demo_") as profile_dir:
-        try:
-            summaries["byte_llama"], failed = _demo_language_model(settings, threads, profile_dir)
-        except Exception as error:  # report, and go on with the other example
-            _say(f"  ERROR: {type(error).__name__}: {error}")
-            failed = [f"byte_llama: {type(error).__name__}: {error}"]
-        failures += failed
-        _say()
-        for index, example in enumerate(EXAMPLES, 2):
+        for key, section in sections:
             try:
-                summaries[example.key], failed = _demo_one(example, index, steps, seed, threads, profile_dir)
-            except Exception as error:
+                summaries[key], failed = section(profile_dir)
+            except Exception as error:  # report, and go on with the others
                 _say(f"  ERROR: {type(error).__name__}: {error}")
-                failed = [f"{example.key}: {type(error).__name__}: {error}"]
+                failed = [f"{key}: {type(error).__name__}: {error}"]
             failures += failed
             _say()
     _say(f"done in {time.perf_counter() - start:.1f} s")

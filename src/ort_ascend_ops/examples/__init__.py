@@ -8,6 +8,7 @@ output) and ``example_inputs(rng, config)`` (every graph input as a NumPy array)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import onnx
 from onnxscript import FLOAT, OnnxFunction
@@ -25,6 +26,16 @@ def finish(model: onnx.ModelProto, doc: str) -> onnx.ModelProto:
     model.producer_version = ""
     model.doc_string = doc
     return model
+
+
+def committed_model(file: str) -> Path:
+    """A committed export the wheel ships: beside this package in the wheel, or in a source
+    checkout's ``models/`` (or ``models/hf/``)."""
+    checkout = Path(__file__).parents[3] / "models"
+    for folder in (Path(__file__).parent, checkout, checkout / "hf"):
+        if (folder / file).is_file():
+            return folder / file
+    raise FileNotFoundError(f"{file} is neither in {Path(__file__).parent} nor in the checkout's models/")
 
 
 def without_debug_metadata(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import committed_model
+
 # The single source of the model's size: hidden 128 = 4 query heads of 32 over 2 key-value heads,
 # two layers (at 300 steps a third layer learns slower, and costs a third more per step), untied
 # embeddings (input and output byte tables learn different things), about 460k parameters.
@@ -34,11 +36,8 @@ FILE = "byte_llama.onnx"
 
 
 def model_path() -> Path:
-    """The committed export: in the wheel beside this module, or in a source checkout's models/."""
-    for folder in (Path(__file__).parent, Path(__file__).parents[3] / "models"):
-        if (folder / FILE).is_file():
-            return folder / FILE
-    raise FileNotFoundError(f"{FILE} is neither in {Path(__file__).parent} nor in the checkout's models/")
+    """The committed export (in the wheel, or in a source checkout's models/)."""
+    return committed_model(FILE)
 
 
 def describe() -> str:

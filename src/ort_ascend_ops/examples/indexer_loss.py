@@ -13,10 +13,8 @@ the main attention's distribution on the selected keys), zero on the invalid slo
 valid slots and 0 on the others, so the training graph's backward runs through
 ``LightningIndexerGrad`` with exactly that ``dy``; the selection itself is not differentiable.
 
-Invalid slots contribute exactly 0 and never a NaN: their logits are replaced by ``MASK_VALUE``
-(finite, so ``exp`` underflows to exactly 0 and nothing computes ``0 * inf``) before the
-LogSoftmax, their ``p * log q`` terms by 0 through a second Where, and ``p log p`` reads
-``log(1)`` where ``p`` is 0.
+The loss is ``ort_ascend_ops.training.indexer_warmup.selection_kl``, the one DeepSeek-V3.2's
+indexer warm-up (``indexer_warmup``) trains with: invalid slots contribute exactly 0, never a NaN.
 
 The differentiated tensors (``query``, ``key``, ``weights``) are graph inputs, like ``p``; the
 forward model also outputs ``sparse_indices`` (the selection, for checks with a fixed selection).
@@ -35,11 +33,11 @@ from onnxscript import INT32, script
 from ..opschema import register_schemas
 from ..reference._opset import ascend, op
 from ..training import build_training_model
+from ..training.indexer_warmup import inline_selection_kl, selection_kl
 from . import finish, to_model
 
 WRT = ("query", "key", "weights")
 LOSS = "loss"
-MASK_VALUE = -1e9
 
 
 @dataclass(frozen=True)
@@ -63,28 +61,23 @@ def forward_model(config: Config = Config()) -> onnx.ModelProto:
     ``p [B,S1,K]``; outputs ``loss`` (a scalar) and ``sparse_indices [B,S1,K]`` (int32)."""
     register_schemas()
     B, S1, S2, N, D, K = config.batch, config.seq_q, config.seq_k, config.heads, config.head_dim, config.top_k
-    no_key = onnx.helper.make_tensor("no_key", onnx.TensorProto.INT32, [], [-1])
 
     @script(default_opset=op)
     def indexer_loss(query, key, weights, p):
         sparse_indices, scores = ascend.LightningIndexer(
             query, key, weights, layout="BSND", sparse_mode=3, sparse_count=K
         )
-        valid = op.Not(op.Equal(sparse_indices, op.Constant(value=no_key)))
-        logits = op.Where(valid, scores, op.Constant(value_float=MASK_VALUE))
-        log_q = op.LogSoftmax(logits, axis=-1)
-        cross = op.Where(valid, p * log_q, op.Constant(value_float=0.0))
-        positive = op.Greater(p, op.Constant(value_float=0.0))
-        entropy = p * op.Log(op.Where(positive, p, op.Constant(value_float=1.0)))
-        loss = op.ReduceSum(entropy - cross, keepdims=0)
+        loss = selection_kl(sparse_indices, scores, p)
         return loss, sparse_indices
 
-    return to_model(
-        indexer_loss,
-        {"query": [B, S1, N, D], "key": [B, S2, 1, D], "weights": [B, S1, N], "p": [B, S1, K]},
-        {"loss": [], "sparse_indices": [B, S1, K]},
-        "DeepSeek indexer loss KL(p || softmax(selected scores)) (ort_ascend_ops.examples.indexer_loss)",
-        output_types={"sparse_indices": INT32},
+    return inline_selection_kl(
+        to_model(
+            indexer_loss,
+            {"query": [B, S1, N, D], "key": [B, S2, 1, D], "weights": [B, S1, N], "p": [B, S1, K]},
+            {"loss": [], "sparse_indices": [B, S1, K]},
+            "DeepSeek indexer loss KL(p || softmax(selected scores)) (ort_ascend_ops.examples.indexer_loss)",
+            output_types={"sparse_indices": INT32},
+        )
     )
 
 

@@ -15,13 +15,14 @@ from onnxscript.rewriter import pattern
 from ..opschema import register_schemas
 from ..reference import attach_functions
 from ..reference._opset import DOMAIN, VERSION
+from .lightning_indexer import LIGHTNING_INDEXER_RULES
 from .rms_norm import RMS_NORM_RULES
 from .rotary import ROTARY_RULES
 
 logger = logging.getLogger(__name__)
 
 # Norms first: a rotary pattern never contains one, and its cos/sin checks then see final shapes.
-_RULES = pattern.RewriteRuleSet([*RMS_NORM_RULES, *ROTARY_RULES], commute=True)
+_RULES = pattern.RewriteRuleSet([*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES], commute=True)
 
 
 def _is_parameter(value: ir.Value | None) -> bool:
@@ -67,8 +68,9 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
 def fuse(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` with every RMSNorm (decomposed, or the standard ``RMSNormalization``)
     rewritten to ``RmsNorm`` and every rotary embedding (rotate-half or interleaved, or the
-    standard ``RotaryEmbedding``) to ``RotaryPositionEmbedding``, where the contract's layouts and
-    broadcasts express it; constants folded first, weights kept as initializers. It carries the
+    standard ``RotaryEmbedding``) to ``RotaryPositionEmbedding``, and the DeepSeek-V3.2 indexer's
+    scoring and top-k to ``LightningIndexer``, where the contract's layouts and broadcasts express
+    it; constants folded first, weights kept as initializers. It carries the
     reference functions of the ops it adds and logs how many of each it made."""
     before = _ours(model)
     ir_model = _folded(model)

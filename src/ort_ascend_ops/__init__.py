@@ -4,7 +4,7 @@
 - :func:`attach_functions`: attaches to a model the onnxscript reference implementations its
   nodes need, as ``FunctionProto``s, which make it portable to stock ONNX Runtime;
   :func:`function_protos` gives every op's.
-- :func:`fuse`: a model's RMSNorm and rotary patterns rewritten to our ops.
+- :func:`fuse`: a model's RMSNorm, rotary and DeepSeek-V3.2 indexer patterns rewritten to our ops.
 - :func:`register_schemas`: the ops' schemas in ``onnx.defs`` (checker and shape inference).
 - :func:`make_session`: an ONNX Runtime session with the library, NumPy (and bfloat16) in and out;
   :func:`make_ascend_session` the same on an Ascend NPU (CANN execution provider, aclnn kernels).

@@ -68,16 +68,18 @@ def indexer_parameters() -> list[str]:
     return [f"model.layers.{i}.self_attn.indexer.{p}" for i in range(LAYERS) for p in INDEXER_PARAMETERS]
 
 
-def language_model():
+def language_model(attention: str = "sdpa"):
     """The tiny causal LM with weights drawn from ``SEED``, perturbed (the init leaves norms at 1
-    and biases at 0, which would hide a gradient taken w.r.t. the wrong one); eager attention,
-    whose probabilities the warm-up's target is made of."""
+    and biases at 0, which would hide a gradient taken w.r.t. the wrong one). ``attention`` is
+    transformers' ``attn_implementation``: its default SDPA exports a boolean mask and ONNX
+    Attention nodes, eager a float mask and the attention's MatMuls and Softmax (and gives the
+    probabilities the oracle reads)."""
     import torch
     import transformers
 
     torch.manual_seed(SEED)
     config = transformers.DeepseekV32Config(**SIZES)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attention)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
@@ -91,7 +93,7 @@ def batch(size: int) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "labels": np.roll(ids, -1, axis=1)}
 
 
-def export(size: int):
+def export(size: int, attention: str = "sdpa"):
     """The model exported by ``export_torch`` for batches of ``size`` (shapes static: the causal
     mask folds to a constant, which the indexer fusion needs), the LM loss inside."""
     import torch
@@ -99,7 +101,7 @@ def export(size: int):
     from ..training import export_torch
 
     inputs = {k: torch.from_numpy(v) for k, v in batch(size).items()}
-    return export_torch(language_model(), inputs, opset=23)
+    return export_torch(language_model(attention), inputs, opset=23)
 
 
 def _valid(length: int):
@@ -117,14 +119,14 @@ def torch_warmup(size: int, steps: int = ADAMW_STEPS) -> dict[str, np.ndarray]:
 
     Returns ``loss`` and ``grad/<name>`` per indexer parameter at the initial weights,
     ``adamw_losses`` over ``steps`` steps of ``torch.optim.AdamW`` (lr ``ADAMW_LR``), and, from
-    transformers' own forward (``torch.topk``), ``transformers/indices<l>`` and the index scores
-    ``transformers/scores<l>`` ``[B,S,S]`` of each layer."""
+    transformers' own forward (``torch.topk``; SDPA, as exported), ``transformers/indices<l>``
+    and the index scores ``transformers/scores<l>`` ``[B,S,S]`` of each layer."""
     import torch
     from transformers.models.deepseek_v32 import modeling_deepseek_v32 as ds
 
-    model = language_model()
     inputs = {"input_ids": torch.from_numpy(batch(size)["input_ids"])}
-    result = _transformers_selection(model, inputs)
+    result = _transformers_selection(language_model(), inputs)
+    model = language_model("eager")
 
     selected, probabilities = [], []
 

@@ -8,6 +8,8 @@ index  = Squeeze(MatMul(Unsqueeze(w [B,S1,H], -2), scores), -2)          # sum_h
 _, idx = TopK(index + causal_mask, K)                                      # the values unused
 ```
 
+(with SDPA attention, transformers' default, the mask is boolean: ``Where(Not(mask), -inf, index)``)
+
 and becomes ``LightningIndexer(q, k [B,S2,1,D], w * scale)`` (BSND, sparse_mode 3,
 sparse_count K): ``relu(s * a) = s * relu(a)`` for a positive scale ``s``, so the scale moves into
 the weights, where the op expects every scale. The mask must be a constant that is exactly
@@ -32,17 +34,35 @@ _EXCLUDED = -65504.0
 
 
 def _constant(value: ir.Value | None) -> np.ndarray | None:
-    """A constant's array, or a Gather of one along an axis (transformers' ``mask[:, 0]``)."""
+    """A constant's array, or a Gather of one along an axis (transformers' ``mask[:, 0]``), or a
+    Not of one (its boolean mask's excluded keys)."""
     if value is None:
         return None
     if value.const_value is not None:
         return value.const_value.numpy()
     node = value.producer()
-    if node is not None and node.op_type == "Gather" and node.domain == "" and len(node.inputs) == 2:
+    if node is None or node.domain != "":
+        return None
+    if node.op_type == "Gather" and len(node.inputs) == 2:
         data, index = (_constant(v) for v in node.inputs)
         if data is not None and index is not None:
             return np.take(data, index, axis=node.attributes.get_int("axis", 0))
+    if node.op_type == "Not":
+        data = _constant(node.inputs[0])
+        return None if data is None else np.logical_not(data)
     return None
+
+
+def _additive(masking: int, mask, condition, fill) -> np.ndarray | None:
+    """The mask as the scores' addend, whichever way the graph applies it."""
+    if masking == 0:
+        return _constant(mask)
+    keep, value = _constant(condition), scalar(fill)
+    if keep is None or keep.dtype != np.bool_ or not isinstance(value, float):
+        return None
+    if masking == 1:  # Where(excluded, fill, index)
+        keep = ~keep
+    return np.where(keep, 0.0, value)
 
 
 def _is_causal(mask: np.ndarray, batch: int, s1: int, s2: int) -> bool:
@@ -62,15 +82,21 @@ def _axes_are(value: ir.Value | None, rank: int, axis: int) -> bool:
 
 
 class IndexerTopK(pattern.RewriteRuleClassBase):
-    def pattern(self, op, query, key, weights, scale, key_axis, weight_axis, head_axis, mask, k):
+    def pattern(
+        self, op, query, key, weights, scale, key_axis, weight_axis, head_axis, mask, condition, fill, k
+    ):
         keys = op.Unsqueeze(op.Transpose(key, _outputs=["keys_t"]), key_axis)
         scores = op.Relu(op.Mul(op.MatMul(query, keys), scale))
         index = op.Squeeze(op.MatMul(op.Unsqueeze(weights, weight_axis), scores), head_axis)
-        return op.TopK(op.Add(index, mask), k, _outputs=["values", "indices"])
+        masked = pattern.OrValue(
+            [op.Add(index, mask), op.Where(condition, fill, index), op.Where(condition, index, fill)],
+            tag_var="masking",
+        )
+        return op.TopK(masked, k, _outputs=["values", "indices"])
 
     def check(
-        self, context, query, key, weights, scale, key_axis, weight_axis, head_axis, mask, k, keys_t,
-        values, indices, **_,
+        self, context, query, key, weights, scale, key_axis, weight_axis, head_axis, k, keys_t, values,
+        indices, masking, mask=None, condition=None, fill=None, **_,
     ):  # fmt: skip
         result = pattern.MatchResult()
         q, kd, w = dims(query), dims(key), dims(weights)
@@ -96,7 +122,7 @@ class IndexerTopK(pattern.RewriteRuleClassBase):
             return result.fail("the top-k is not sorted, or its k is not a constant within the keys")
         if values.uses() or values.is_graph_output():
             return result.fail("the top-k scores are used (the op's differ on masked slots)")
-        constant = _constant(mask)
+        constant = _additive(masking, mask, condition, fill)
         if constant is None or not _is_causal(constant, b, s1, s2):
             return result.fail("the mask is not a constant causal mask")
         if not allows_types("LightningIndexer", query=query, key=key, weights=weights):

@@ -19,7 +19,7 @@ import onnx.inliner
 from onnx import TensorProto, helper
 from onnxscript import script
 
-from ..fusion import fuse
+from ..fusion import fold_constants, fuse
 from ..reference._opset import DOMAIN, op
 from .artifacts import pruned
 from .export import PARAMETERS, parameter_names
@@ -76,12 +76,20 @@ def indexer_warmup(model: onnx.ModelProto) -> onnx.ModelProto:
     docstring says), and its recorded parameters (``generate_artifacts``' default
     ``requires_grad``) the indexer's alone: ``wq_b``, ``wk``, ``k_norm`` and ``weights_proj`` of
     every layer, found as the parameters that reach a ``LightningIndexer`` and not the main
-    attention. ``model`` is fused first (``ort_ascend_ops.fuse``) unless it already carries
+    attention (a standard ``Attention`` node, as SDPA exports, is inlined into its function body
+    for its probabilities). ``model`` is fused first (``ort_ascend_ops.fuse``) unless it already carries
     ``LightningIndexer`` nodes. Then ``build_training_model(warm, INDEXER_LOSS,
     parameter_names(warm))`` or ``generate_artifacts(warm, optimizer=...)`` differentiate it
     through ``LightningIndexerGrad``; nothing else of the model is trained."""
     if not _indexers(model):
         model = fuse(model)
+    if any(n.op_type == "Attention" and n.domain in ("", "ai.onnx") for n in model.graph.node):
+        # SDPA exports as Attention-23, whose probabilities only its function body has; the body's
+        # casts of constants are folded (ONNX Runtime would warn about each).
+        attention = [("", "Attention")]
+        model = fold_constants(
+            onnx.inliner.inline_selected_functions(model, attention, inline_schema_functions=True)
+        )
     model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     graph = model.graph
     indexers = _indexers(model)

@@ -16,6 +16,7 @@ import pytest
 
 from ort_ascend_ops import fuse, make_session
 from ort_ascend_ops.examples import deepseek_v32 as ds
+from ort_ascend_ops.examples import indexer_loss
 from ort_ascend_ops.fusion import fold_constants
 from ort_ascend_ops.training import INDEXER_LOSS, GradientError, build_training_model, indexer_warmup
 from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
@@ -176,10 +177,12 @@ def test_fuse_leaves_an_indexer_whose_mask_is_not_causal():
     assert ops(fuse(model)) == {"RmsNorm": ds.NORMS, "RotaryPositionEmbedding": ds.ROTATED}
 
 
-def test_the_warmup_refuses_a_model_without_an_indexer():
+def test_the_warmup_refuses_a_model_without_an_indexer_or_its_attention():
     llama = onnx.load(FIXTURES / "llama_static_b2_opset23_ce.onnx")
     with pytest.raises(GradientError, match="no DeepSeek-V3.2 indexer"):
         indexer_warmup(llama)
+    with pytest.raises(GradientError, match="no attention Softmax reads the selection of LightningIndexer"):
+        indexer_warmup(indexer_loss.forward_model())  # its target p is an input
 
 
 def test_live_eager_export_trains_like_torch():

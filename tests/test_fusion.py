@@ -256,3 +256,94 @@ def test_folding_keeps_every_weight_an_initializer():
     for folded in (fold_constants(model), fuse(model)):
         assert [i.name for i in folded.graph.initializer] == ["w"]
         assert [n.op_type for n in folded.graph.node] == ["Transpose", "MatMul"]
+
+
+# The DeepSeek-V3.2 indexer as transformers exports it: q [B,S,N,D], k [B,S,D], w [B,S,N]; the
+# causal mask additive (eager attention) or boolean (SDPA), the top-K of the masked index scores.
+K = 3
+CAUSAL = np.tril(np.ones((S, S), bool))
+ADDITIVE = onnx.numpy_helper.from_array(
+    np.where(CAUSAL, 0, np.finfo(np.float32).min).astype(np.float32)[None]
+)
+EXCLUDED = onnx.numpy_helper.from_array(~CAUSAL[None])
+WINDOW = onnx.numpy_helper.from_array((~CAUSAL | np.tril(np.ones((S, S), bool), -2))[None])  # 2 keys back
+MINUS_INF = [float("-inf")]
+TOP, NEGATIVE_SCALE = [K], [-0.25]
+
+
+@script()
+def index_scores(q: FLOAT[B, S, N, D], k: FLOAT[B, S, D], w: FLOAT[B, S, N]) -> FLOAT[B, S, S]:
+    scores = op.Relu(op.Mul(op.MatMul(q, op.Unsqueeze(op.Transpose(k, perm=[0, 2, 1]), [1])), 0.25))
+    return op.Squeeze(op.MatMul(op.Unsqueeze(w, [-2]), scores), [-2])
+
+
+@script()
+def additive_indexer(q: FLOAT[B, S, N, D], k: FLOAT[B, S, D], w: FLOAT[B, S, N]) -> INT64[B, S, K]:
+    _, indices = op.TopK(op.Add(index_scores(q, k, w), op.Constant(value=ADDITIVE)), TOP, axis=-1)
+    return indices
+
+
+@script()
+def boolean_indexer(q: FLOAT[B, S, N, D], k: FLOAT[B, S, D], w: FLOAT[B, S, N]) -> INT64[B, S, K]:
+    masked = op.Where(op.Constant(value=EXCLUDED), MINUS_INF, index_scores(q, k, w))
+    _, indices = op.TopK(masked, TOP, axis=-1)
+    return indices
+
+
+@script()
+def window_indexer(q: FLOAT[B, S, N, D], k: FLOAT[B, S, D], w: FLOAT[B, S, N]) -> INT64[B, S, K]:
+    _, indices = op.TopK(op.Where(op.Constant(value=WINDOW), MINUS_INF, index_scores(q, k, w)), TOP, axis=-1)
+    return indices
+
+
+@script()
+def negative_scale_indexer(q: FLOAT[B, S, N, D], k: FLOAT[B, S, D], w: FLOAT[B, S, N]) -> INT64[B, S, K]:
+    scores = op.Relu(op.Mul(op.MatMul(q, op.Unsqueeze(op.Transpose(k, perm=[0, 2, 1]), [1])), NEGATIVE_SCALE))
+    index = op.Squeeze(op.MatMul(op.Unsqueeze(w, [-2]), scores), [-2])
+    _, indices = op.TopK(op.Add(index, op.Constant(value=ADDITIVE)), TOP, axis=-1)
+    return indices
+
+
+@script()
+def values_used_indexer(q: FLOAT[B, S, N, D], k: FLOAT[B, S, D], w: FLOAT[B, S, N]) -> FLOAT[B, S, K]:
+    values, _ = op.TopK(op.Add(index_scores(q, k, w), op.Constant(value=ADDITIVE)), TOP, axis=-1)
+    return values
+
+
+def _indexer_inputs(rng):
+    return {
+        "q": rng.standard_normal((B, S, N, D)).astype(np.float32),
+        "k": rng.standard_normal((B, S, D)).astype(np.float32),
+        "w": rng.standard_normal((B, S, N)).astype(np.float32),
+    }
+
+
+def _inlined(function):
+    return onnx.inliner.inline_local_functions(function.to_model_proto())
+
+
+@pytest.mark.parametrize("function", [additive_indexer, boolean_indexer], ids=lambda f: f.name)
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_indexer_spellings_become_lightning_indexer(function, native, rng):
+    fused = fuse(_inlined(function))
+    assert ours(fused) == {"LightningIndexer": 1}
+    inputs = _indexer_inputs(rng)
+    (out,) = run(fused, inputs, native)
+    q, k, w = (inputs[n].astype(np.float64) for n in ("q", "k", "w"))
+    scores = np.einsum("bsn,bsnt->bst", w, np.maximum(0.25 * np.einsum("bsnd,btd->bsnt", q, k), 0))
+    scores = np.where(CAUSAL, scores, -np.inf)
+    ref = np.argsort(-scores, axis=-1, kind="stable")[..., :K]  # ties to the lower key, as both do
+    valid = np.arange(K)[None, :] < np.arange(1, S + 1)[:, None]
+    np.testing.assert_array_equal(out[:, valid], ref[:, valid])
+    assert (out[:, ~valid] == -1).all()  # where transformers' TopK names masked keys
+
+
+@pytest.mark.parametrize(
+    "function", [window_indexer, negative_scale_indexer, values_used_indexer], ids=lambda f: f.name
+)
+def test_near_miss_indexers_are_left_alone(function, rng):
+    model = _inlined(function)
+    fused = fuse(model)
+    assert not ours(fused)
+    inputs = _indexer_inputs(rng)
+    np.testing.assert_array_equal(run(fused, inputs)[0], run(model, inputs)[0])

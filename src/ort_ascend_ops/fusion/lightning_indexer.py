@@ -46,7 +46,10 @@ def _constant(value: ir.Value | None) -> np.ndarray | None:
     if node.op_type == "Gather" and len(node.inputs) == 2:
         data, index = (_constant(v) for v in node.inputs)
         if data is not None and index is not None:
-            return np.take(data, index, axis=node.attributes.get_int("axis", 0))
+            try:
+                return np.take(data, index, axis=node.attributes.get_int("axis", 0))
+            except (IndexError, ValueError, TypeError):  # a Gather ONNX Runtime would refuse too
+                return None
     if node.op_type == "Not":
         data = _constant(node.inputs[0])
         return None if data is None else np.logical_not(data)

@@ -234,7 +234,7 @@ def generate_artifacts(
     ``ort_ascend_ops.training.api``; other initializers stay constants. ``loss=None``: the model
     already outputs the scalar loss (``loss_output_name``, default the output named ``loss`` or
     else the first); a ``LossType`` is applied to the first output against a new input
-    ``target``. ``fuse`` rewrites norm and rotary patterns to our ops first."""
+    ``target``. ``fuse`` rewrites norm, rotary and DeepSeek-indexer patterns to our ops first."""
     source = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
     trainable, frozen = _parameters(source, requires_grad, frozen_params)
     if not trainable:

@@ -103,8 +103,8 @@ def build_training_model(
 ) -> onnx.ModelProto:
     """The training model of ``model``: outputs ``loss`` and ``<name>_grad`` for each name in
     ``wrt`` (graph inputs or initializers), shaped and typed like the value. ``fuse`` first
-    rewrites the model's norm and rotary patterns to our ops (``ort_ascend_ops.fuse``), whose
-    grad ops then differentiate them; without it constants are still folded. It carries the
+    rewrites the model's norm, rotary and DeepSeek-indexer patterns to our ops
+    (``ort_ascend_ops.fuse``), whose grad ops then differentiate them; without it constants are still folded. It carries the
     reference functions, so it runs on stock ONNX Runtime; with the native library registered
     the grad nodes run natively."""
     frozen_rows = padding_rows(model)

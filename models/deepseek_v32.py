@@ -2,15 +2,16 @@
 beside this script, with PyTorch's side of the indexer warm-up:
 
 - ``hf/deepseek_v32_b<batch>.onnx``: the tiny random ``DeepseekV32ForCausalLM`` exported by
-  ``export_torch`` for batches of 1 and 2 (shapes static, opset 23, the LM loss inside), less
-  the exporter's per-node debug metadata; the batch-2 file is also the demo's model;
+  ``export_torch`` for batches of 1 and 2 (shapes static, opset 23, the LM loss inside; eager
+  and SDPA attention, ``ATTENTION``), less the exporter's per-node debug metadata; the batch-2
+  file is also the demo's model;
 - ``hf/deepseek_v32_b<batch>.npz``: the batch (``input_ids``, ``labels``) and what
   ``torch_warmup`` gives: the indexer loss, ``grad/<name>`` of every indexer parameter, the
   losses of a few ``torch.optim.AdamW`` steps, and transformers' own top-k indices and index
   scores per layer.
 
-Needs the ``[torch]`` extra; ``tests/test_deepseek_v32.py`` tests against these files always and,
-with torch installed, exports and runs PyTorch live once more."""
+Needs the ``[torch]`` extra; ``tests/test_deepseek_v32.py`` tests against these files (the
+README's example exports one live)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 BATCHES = (1, 2)
+# transformers' attn_implementation of each batch size's export: SDPA, its default, exports a
+# boolean mask and ONNX Attention-23 nodes; eager a float mask and the attention's Softmax. The
+# fixtures cover both spellings, and the demo's (batch 2) is the default.
+ATTENTION = {1: "eager", 2: "sdpa"}
 SEQUENCE = 32
 SEED = 0
 # Byte tokens (the demo trains on text); two dense layers (first_k_dense_replace), 4 attention
@@ -68,7 +72,7 @@ def indexer_parameters() -> list[str]:
     return [f"model.layers.{i}.self_attn.indexer.{p}" for i in range(LAYERS) for p in INDEXER_PARAMETERS]
 
 
-def language_model(attention: str = "sdpa"):
+def language_model(attention: str):
     """The tiny causal LM with weights drawn from ``SEED``, perturbed (the init leaves norms at 1
     and biases at 0, which would hide a gradient taken w.r.t. the wrong one). ``attention`` is
     transformers' ``attn_implementation``: its default SDPA exports a boolean mask and ONNX
@@ -93,15 +97,16 @@ def batch(size: int) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "labels": np.roll(ids, -1, axis=1)}
 
 
-def export(size: int, attention: str = "sdpa"):
+def export(size: int):
     """The model exported by ``export_torch`` for batches of ``size`` (shapes static: the causal
-    mask folds to a constant, which the indexer fusion needs), the LM loss inside."""
+    mask folds to a constant, which the indexer fusion needs) with ``ATTENTION[size]``, the LM
+    loss inside."""
     import torch
 
     from ..training import export_torch
 
     inputs = {k: torch.from_numpy(v) for k, v in batch(size).items()}
-    return export_torch(language_model(attention), inputs, opset=23)
+    return export_torch(language_model(ATTENTION[size]), inputs, opset=23)
 
 
 def _valid(length: int):
@@ -119,13 +124,13 @@ def torch_warmup(size: int, steps: int = ADAMW_STEPS) -> dict[str, np.ndarray]:
 
     Returns ``loss`` and ``grad/<name>`` per indexer parameter at the initial weights,
     ``adamw_losses`` over ``steps`` steps of ``torch.optim.AdamW`` (lr ``ADAMW_LR``), and, from
-    transformers' own forward (``torch.topk``; SDPA, as exported), ``transformers/indices<l>``
+    transformers' own forward (``torch.topk``, attention as exported), ``transformers/indices<l>``
     and the index scores ``transformers/scores<l>`` ``[B,S,S]`` of each layer."""
     import torch
     from transformers.models.deepseek_v32 import modeling_deepseek_v32 as ds
 
     inputs = {"input_ids": torch.from_numpy(batch(size)["input_ids"])}
-    result = _transformers_selection(language_model(), inputs)
+    result = _transformers_selection(language_model(ATTENTION[size]), inputs)
     model = language_model("eager")
 
     selected, probabilities = [], []

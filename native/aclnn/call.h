@@ -12,10 +12,6 @@
 
 namespace oao {
 
-// The execution provider the aclnn kernels register for (registry.cc): CANN's, or the CPU's in the
-// test build that runs them against the host emulator.
-extern const char* const kAclnnEp;
-
 template <class T>
 constexpr aclDataType acl_type() {
   if constexpr (std::is_same_v<T, float>) return ACL_FLOAT;

@@ -18,13 +18,12 @@
 
 #include "kernels/element.h"
 #include "kernels/parallel.h"
+#include "ort/ep.h"
 
 namespace oao {
 
 using Shape = std::vector<int64_t>;
 using OpList = std::vector<std::shared_ptr<OrtCustomOp>>;
-
-inline constexpr const char* kCpu = "CPUExecutionProvider";
 
 // ORT's element types -> the kernels' layout-compatible storage types.
 template <class T>

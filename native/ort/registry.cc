@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "aclnn/call.h"
+#include "ort/ep.h"
 #include "ort/ops.h"
 
 namespace oao {
@@ -23,19 +24,6 @@ constexpr OpRow kOpTable[] = {
     {add_lightning_indexer_grad_cpu, add_lightning_indexer_grad_aclnn},
 };
 
-}  // namespace
-
-// The test build registers the aclnn kernels under the CPU EP, in place of the CPU kernels.
-#ifdef OAO_ACLNN_ON_CPU
-const char* const kAclnnEp = kCpu;
-constexpr bool kWithCpuKernels = false;
-#else
-const char* const kAclnnEp = "CANNExecutionProvider";
-constexpr bool kWithCpuKernels = true;
-#endif
-
-namespace {
-
 // Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any
 // session lives, and every session registering the library shares them.
 struct Library {
@@ -44,7 +32,7 @@ struct Library {
 
   Library() {
     for (const OpRow& row : kOpTable) {
-      if (kWithCpuKernels) row.cpu(ops);
+      if (kWithCpuKernels) row.cpu(ops);  // ep.cc: false in the aclnn-on-CPU test build
       row.aclnn(ops);
     }
     for (auto& op : ops) domain.Add(op.get());

@@ -85,30 +85,42 @@ void store(void* base, int64_t i, Compute<T> c) {
   std::memcpy(static_cast<T*>(base) + i, &v, sizeof v);
 }
 
-// Calls f(Tag<T>{}) for the C++ type of `dtype`, one of `allowed`.
-template <class F>
-Run by_dtype(const Operand& x, const char* name, std::initializer_list<aclDataType> allowed, F f) {
-  bool ok = false;
-  for (aclDataType d : allowed) ok = ok || d == x.dtype;
-  if (!ok) {
+// The aclDataType of each C++ element type by_dtype dispatches on.
+template <class T>
+constexpr aclDataType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return ACL_FLOAT;
+  else if constexpr (std::is_same_v<T, Half>) return ACL_FLOAT16;
+  else if constexpr (std::is_same_v<T, BHalf>) return ACL_BF16;
+  else if constexpr (std::is_same_v<T, double>) return ACL_DOUBLE;
+  else if constexpr (std::is_same_v<T, int8_t>) return ACL_INT8;
+  else if constexpr (std::is_same_v<T, uint8_t>) return ACL_UINT8;
+  else if constexpr (std::is_same_v<T, int16_t>) return ACL_INT16;
+  else if constexpr (std::is_same_v<T, uint16_t>) return ACL_UINT16;
+  else if constexpr (std::is_same_v<T, int32_t>) return ACL_INT32;
+  else {
+    static_assert(std::is_same_v<T, int64_t>);
+    return ACL_INT64;
+  }
+}
+
+// The element types an op admits, in the order its error message lists them.
+template <class... Ts>
+struct Types {};
+
+// Calls f(Tag<T>{}) for the C++ type T of x's dtype, one of `allowed`. f is instantiated for the
+// allowed types only (a switch over every dtype would compile each op's loops for types it
+// refuses, most of this file's build time for nothing).
+template <class... Ts, class F>
+Run by_dtype(const Operand& x, const char* name, Types<Ts...> /*allowed*/, F f) {
+  Run run;
+  const bool found = ((x.dtype == dtype_of<Ts>() && (run = f(Tag<Ts>{}), true)) || ...);
+  if (!found) {
     std::string list;
-    for (aclDataType d : allowed) list += (list.empty() ? "" : ", ") + dtype_name(d);
+    for (aclDataType d : {dtype_of<Ts>()...}) list += (list.empty() ? "" : ", ") + dtype_name(d);
     fail(kUnsupportedDataType,
        std::string(name) + " dtype " + dtype_name(x.dtype) + " not supported (" + list + ")");
   }
-  switch (x.dtype) {
-    case ACL_FLOAT: return f(Tag<float>{});
-    case ACL_FLOAT16: return f(Tag<Half>{});
-    case ACL_BF16: return f(Tag<BHalf>{});
-    case ACL_DOUBLE: return f(Tag<double>{});
-    case ACL_INT8: return f(Tag<int8_t>{});
-    case ACL_UINT8: return f(Tag<uint8_t>{});
-    case ACL_INT16: return f(Tag<int16_t>{});
-    case ACL_UINT16: return f(Tag<uint16_t>{});
-    case ACL_INT32: return f(Tag<int32_t>{});
-    case ACL_INT64: return f(Tag<int64_t>{});
-    default: fail(kUnsupportedDataType, std::string(name) + " dtype " + dtype_name(x.dtype) + " not supported");
-  }
+  return run;
 }
 
 void check_same_dtype(const Operand& x, const char* name, const Operand& ref) {
@@ -222,8 +234,7 @@ Run binary(const Call& call) {
   check_dims(y, "output 0", broadcast_dims(a.dims, b.dims), "the inputs' broadcast shape");
   const Arith op = call.type == "Add" ? Arith::kAdd : call.type == "Sub" ? Arith::kSub
                     : call.type == "Mul" ? Arith::kMul : Arith::kDiv;
-  return by_dtype(a, "input 0",
-                  {ACL_INT8, ACL_UINT8, ACL_INT16, ACL_UINT16, ACL_INT32, ACL_INT64, ACL_FLOAT16, ACL_FLOAT, ACL_DOUBLE},
+  return by_dtype(a, "input 0", Types<int8_t, uint8_t, int16_t, uint16_t, int32_t, int64_t, Half, float, double>{},
                   [&](auto tag) -> Run {
                     using T = typename decltype(tag)::type;
                     return [op, a, b, y] {
@@ -258,7 +269,7 @@ Run relu(const Call& call) {
   const Operand &x = call.in[0], &y = call.out[0];
   check_same_dtype(y, "output 0", x);
   check_dims(y, "output 0", x.dims, "input 0's shape");
-  return by_dtype(x, "input 0", {ACL_INT8, ACL_INT16, ACL_INT32, ACL_INT64, ACL_FLOAT16, ACL_FLOAT, ACL_DOUBLE},
+  return by_dtype(x, "input 0", Types<int8_t, int16_t, int32_t, int64_t, Half, float, double>{},
                   [&](auto tag) -> Run {
                     using T = typename decltype(tag)::type;
                     return [x, y] {
@@ -314,7 +325,7 @@ Run batch_matmul(const Call& call) {
   if (a.dims.size() > 1) want.push_back(m);
   if (b.dims.size() > 1) want.push_back(n);
   check_dims(y, "output 0", want, "ONNX MatMul of the inputs");
-  return by_dtype(a, "input 0", {ACL_FLOAT16, ACL_BF16, ACL_FLOAT, ACL_INT32}, [&](auto tag) -> Run {
+  return by_dtype(a, "input 0", Types<Half, BHalf, float, int32_t>{}, [&](auto tag) -> Run {
     using T = typename decltype(tag)::type;
     return [=] {
       const std::vector<int64_t> pa = broadcast_offsets(batch_a, batch), pb = broadcast_offsets(batch_b, batch);
@@ -353,7 +364,7 @@ Run logarithm(const Call& call) {
   const Operand &x = call.in[0], &y = call.out[0];
   check_same_dtype(y, "output 0", x);
   check_dims(y, "output 0", x.dims, "input 0's shape");
-  return by_dtype(x, "input 0", {ACL_FLOAT16, ACL_BF16, ACL_FLOAT, ACL_DOUBLE}, [&](auto tag) -> Run {
+  return by_dtype(x, "input 0", Types<Half, BHalf, float, double>{}, [&](auto tag) -> Run {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;
     return [=] {

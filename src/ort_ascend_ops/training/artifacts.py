@@ -190,7 +190,7 @@ def _float_initializers(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     return {i.name: i for i in model.graph.initializer if i.data_type in _FLOATS}
 
 
-def _parameters(model, requires_grad, frozen_params) -> tuple[list[str], list[str]]:
+def split_parameters(model, requires_grad=None, frozen_params=None) -> tuple[list[str], list[str]]:
     """The trainable and the frozen parameters. By default the trainable ones are the module's
     parameters ``export_torch`` recorded, or else every floating-point initializer of more than
     one element (a scalar initializer is usually a constant of the graph)."""
@@ -236,7 +236,7 @@ def generate_artifacts(
     else the first); a ``LossType`` is applied to the first output against a new input
     ``target``. ``fuse`` rewrites norm, rotary and DeepSeek-indexer patterns to our ops first."""
     source = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
-    trainable, frozen = _parameters(source, requires_grad, frozen_params)
+    trainable, frozen = split_parameters(source, requires_grad, frozen_params)
     if not trainable:
         raise GradientError("no parameter requires a gradient")
     with_loss, loss_name = _with_loss(source, loss, loss_output_name)

@@ -32,9 +32,10 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def depends_on(graph: onnx.GraphProto, roots, *, whole_nodes: bool = True) -> set[str]:
+def depends_on(graph: onnx.GraphProto, roots, *, whole_nodes: bool = True, stop_at=None) -> set[str]:
     """The values ``roots`` and everything they are computed from; with ``whole_nodes`` a node's
-    other outputs too (a node runs whole, so pruning keeps them)."""
+    other outputs too (a node runs whole, so pruning keeps them). ``stop_at(node)`` true: the
+    walk takes the node's outputs but not what its inputs come from."""
     producer = {o: node for node in graph.node for o in node.output if o}
     needed: set[str] = set()
     stack = list(roots)
@@ -44,7 +45,8 @@ def depends_on(graph: onnx.GraphProto, roots, *, whole_nodes: bool = True) -> se
             continue
         needed.add(value)
         if value in producer:
-            stack.extend(i for i in producer[value].input if i)
+            if stop_at is None or not stop_at(producer[value]):
+                stack.extend(i for i in producer[value].input if i)
             if whole_nodes:
                 stack.extend(o for o in producer[value].output if o)
     return needed

@@ -12,7 +12,6 @@ loss's gradient w.r.t. the selected scores is ``softmax(I_t) - p_t``: the ``dy``
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 
 import onnx
 import onnx.inliner
@@ -21,9 +20,9 @@ from onnxscript import script
 
 from ..fusion import fold_constants, fuse
 from ..reference._opset import DOMAIN, op
-from .artifacts import pruned
-from .export import PARAMETERS, parameter_names
-from .graph import GradientError, node_label
+from .artifacts import pruned, split_parameters
+from .export import PARAMETERS
+from .graph import GradientError, depends_on, node_label
 
 INDEXER_LOSS = "indexer_loss"
 # Finite, so that exp underflows to exactly 0 on the masked slots and nothing computes 0 * inf.
@@ -122,7 +121,7 @@ def indexer_warmup(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _indexers(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    return [n for n in model.graph.node if n.domain == DOMAIN and n.op_type == "LightningIndexer"]
+    return [n for n in model.graph.node if _is_indexer(n)]
 
 
 def _main_attention(graph: onnx.GraphProto, indexer: onnx.NodeProto) -> str:
@@ -176,29 +175,19 @@ def _selected_target(prefix: str, probabilities: str, indices: str, values: str)
     ]
 
 
-def _ancestors(graph: onnx.GraphProto, roots: Iterable[str]) -> set[str]:
-    """Values the roots are computed from, not through a LightningIndexer: its selection is not
-    differentiable, and the paper detaches its inputs."""
-    producer = {o: n for n in graph.node for o in n.output if o}
-    found, stack = set(), list(roots)
-    while stack:
-        value = stack.pop()
-        if value in found:
-            continue
-        found.add(value)
-        node = producer.get(value)
-        if node is not None and not (node.domain == DOMAIN and node.op_type == "LightningIndexer"):
-            stack.extend(i for i in node.input if i)
-    return found
+def _is_indexer(node: onnx.NodeProto) -> bool:
+    return node.domain == DOMAIN and node.op_type == "LightningIndexer"
 
 
 def _indexer_parameters(model: onnx.ModelProto, indexers, targets: list[str]) -> list[str]:
+    """Of the parameters generate_artifacts would train by default, those that reach an indexer
+    and not the main attention, walking back through no LightningIndexer: its selection is not
+    differentiable, and the paper detaches its inputs."""
     graph = model.graph
-    recorded = parameter_names(model)
-    floats = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
-    candidates = recorded or [i.name for i in graph.initializer if i.data_type in floats and len(i.dims) > 0]
-    feeding = _ancestors(graph, [i for n in indexers for i in n.input[:3]])
-    main = _ancestors(graph, targets)
+    candidates, _ = split_parameters(model)
+    reach = {"whole_nodes": False, "stop_at": _is_indexer}
+    feeding = depends_on(graph, [i for n in indexers for i in n.input[:3]], **reach)
+    main = depends_on(graph, targets, **reach)
     trained = [name for name in candidates if name in feeding and name not in main]
     if not trained:
         raise GradientError("no parameter feeds the indexers alone")

@@ -282,11 +282,8 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str, corpus
     paths = artifacts_for(model, dataclasses.replace(settings, resume=True))
     window = corpus.batch("train", 0, settings.batch, settings.seq, settings.seed)
     feeds = [window, window]
-    _say("  per-op kernel time of the training model, 5 steps after a warm-up (* = this package's ops)")
-    for row in _profiled_steps(paths, feeds, threads, profile_dir, "byte_llama"):
-        _say(row)
-    differences = _portable_differences(paths, feeds, threads)
-    failures = _portable_failures("byte_llama", differences)
+    _profile_steps(paths, feeds, threads, profile_dir, "byte_llama")
+    differences, failures = _check_portable("byte_llama", paths, feeds, threads)
     if not losses[-1] < LM_TARGET_LOSS:
         failures.append(f"byte_llama: the loss ended at {losses[-1]:.3f}, not below {LM_TARGET_LOSS}")
     if not evals[-1][1] < LM_TARGET_LOSS:
@@ -297,10 +294,8 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str, corpus
     return summary, failures
 
 
-def _profiled_steps(
-    paths, feeds, threads: int | None, profile_dir: str, key: str, steps: int = 5
-) -> list[str]:
-    """The per-op table of ``steps`` training steps after a warm-up one, from a fresh
+def _profile_steps(paths, feeds, threads: int | None, profile_dir: str, key: str, steps: int = 5) -> None:
+    """Prints the per-op table of ``steps`` training steps after a warm-up one, from a fresh
     checkpoint (the optimizer's own session is not profiled)."""
     from .training.api import CheckpointState, Module, Optimizer, training_session_options
 
@@ -317,11 +312,16 @@ def _profiled_steps(
         profiled(*feeds)
         optimizer.step()
         profiled.lazy_reset_grad()
-    return _profile_table(profiled.training_session.end_profiling())
+    _say(
+        f"  per-op kernel time of the training model, {steps} steps after a warm-up (* = this package's ops)"
+    )
+    for row in _profile_table(profiled.training_session.end_profiling()):
+        _say(row)
 
 
-def _portable_differences(paths, feeds, threads: int | None) -> dict[str, float]:
-    """One step's gradients at the checkpoint's weights, native against portable (relative)."""
+def _check_portable(key: str, paths, feeds, threads: int | None) -> tuple[dict[str, float], list[str]]:
+    """One step's gradients at the checkpoint's weights, native against portable: the relative
+    differences, and a failure for each beyond ``PORTABLE_TOL``."""
     from .training.api import CheckpointState, Module
 
     grads = {}
@@ -335,15 +335,12 @@ def _portable_differences(paths, feeds, threads: int | None) -> dict[str, float]
         f"  native vs portable path, one step's gradients at the initial weights: worst {worst} "
         f"{differences[worst]:.1e} (tolerance {PORTABLE_TOL:g})"
     )
-    return differences
-
-
-def _portable_failures(key: str, differences: dict[str, float]) -> list[str]:
-    return [
+    failures = [
         f"{key}: {name} differs from the portable path by {d:.2g} (> {PORTABLE_TOL:g})"
         for name, d in differences.items()
         if not d <= PORTABLE_TOL
     ]
+    return differences, failures
 
 
 def _demo_indexer_warmup(steps: int, seed: int, threads: int | None, profile_dir: str, corpus):
@@ -384,16 +381,13 @@ def _demo_indexer_warmup(steps: int, seed: int, threads: int | None, profile_dir
         elapsed = time.perf_counter() - start
         # The first window once more: the loss on it fell, not merely that of other windows.
         final = float(module(first))
+        initial = losses[0] if losses else final
         _say(
-            f"    first window's KL loss {losses[0] if losses else final:.4f} -> {final:.4f} "
+            f"    first window's KL loss {initial:.4f} -> {final:.4f} "
             f"({elapsed * 1e3 / max(steps, 1):.1f} ms per step)"
         )
-        _say("  per-op kernel time of the training model, 5 steps after a warm-up (* = this package's ops)")
-        for row in _profiled_steps(paths, [first], threads, profile_dir, "deepseek_v32"):
-            _say(row)
-        differences = _portable_differences(paths, [first], threads)
-    failures = _portable_failures("deepseek_v32", differences)
-    initial = losses[0] if losses else final
+        _profile_steps(paths, [first], threads, profile_dir, "deepseek_v32")
+        differences, failures = _check_portable("deepseek_v32", paths, [first], threads)
     if not (np.isfinite(losses).all() and np.isfinite(final) and final < initial):
         failures.append(f"deepseek_v32: the KL loss did not fall ({initial:.5g} -> {final:.5g})")
     return {"loss": (initial, final), "portable": max(differences.values())}, failures

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_oracles import relative_error
 
 from ort_ascend_ops import fuse, make_session
 from ort_ascend_ops.examples import deepseek_v32 as ds
@@ -31,10 +32,6 @@ FLOAT32_TOLERANCE = 1e-5
 TIE = 1e-5
 FUSED = {"RmsNorm": ds.NORMS, "RotaryPositionEmbedding": ds.ROTATED, "LightningIndexer": ds.LAYERS}
 GRAD_OPS = {"LightningIndexerGrad": ds.LAYERS, "RotaryPositionEmbeddingGrad": ds.ROTATED}
-
-
-def relative_error(out, ref):
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
 @functools.cache

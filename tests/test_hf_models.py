@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_oracles import relative_error
 
 from ort_ascend_ops import fuse, make_session
 from ort_ascend_ops.examples import hf_models as hf
@@ -23,10 +24,6 @@ FIXTURES = Path(__file__).parents[1] / "models" / "hf"
 CASES = [(e, size) for e in hf.exports() for size in ([e.batch] if e.batch else hf.BATCHES)]
 FLOAT32_TOLERANCE = 1e-5
 BFLOAT16_TOLERANCE = 2.5e-2
-
-
-def relative_error(out, ref):
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
 @functools.cache

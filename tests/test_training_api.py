@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from model_oracles import relative_error
 from onnx import TensorProto, helper, numpy_helper
 
 from ort_ascend_ops.examples import hf_models as hf
@@ -25,11 +26,6 @@ FIXTURES = Path(__file__).parents[1] / "models" / "hf"
 STEPS = 20
 OPTIMIZER_TOLERANCE = 1e-6
 SHAPES = {"w": (6, 5), "b": (5,), "scale": (1,)}
-
-
-def relative_error(out, ref):
-    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 def linear_gradient_model() -> onnx.ModelProto:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from model_oracles import relative_error
 
 from ort_ascend_ops.examples import byte_llama
 from ort_ascend_ops.training.api import CheckpointState, LinearLRScheduler, Module, Optimizer
@@ -35,11 +36,6 @@ RUN = [
     "--eval-every",
     "4",
 ]
-
-
-def relative_error(out, ref):
-    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
 @pytest.fixture(scope="module")

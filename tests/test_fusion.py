@@ -347,3 +347,23 @@ def test_near_miss_indexers_are_left_alone(function, rng):
     assert not ours(fused)
     inputs = _indexer_inputs(rng)
     np.testing.assert_array_equal(run(fused, inputs)[0], run(model, inputs)[0])
+
+
+def test_an_indexer_mask_gathered_out_of_range_is_left_alone_without_an_error():
+    # A hostile model: the mask is row 7 of a constant with one row. ONNX Runtime would refuse
+    # the Gather when run; fuse reads the constant at fuse time, and must neither raise nor fuse.
+    model = _inlined(additive_indexer)
+    mask = next(
+        n
+        for n in model.graph.node
+        if n.op_type == "Constant"
+        and n.output[0] in {i for m in model.graph.node if m.op_type == "Add" for i in m.input}
+    )
+    gathered = mask.output[0]
+    mask.output[0] = "mask_rows"
+    index = onnx.helper.make_node("Constant", [], ["mask_row"], value_ints=[7])
+    gather = onnx.helper.make_node("Gather", ["mask_rows", "mask_row"], [gathered], axis=0)
+    position = list(model.graph.node).index(mask) + 1
+    for offset, node in enumerate([index, gather]):
+        model.graph.node.insert(position + offset, node)
+    assert not ours(fuse(model))

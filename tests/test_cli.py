@@ -57,7 +57,7 @@ def test_quick_bench_writes_json_and_markdown(tmp_path, capsys):
     report = json.loads(out.read_text())
     assert report["command"].startswith("python -m ort_ascend_ops bench rms_norm") and report["wall_s"] > 0
     machine = report["machine"]
-    assert machine["cpu"] and machine["cores"] >= 1 and machine["versions"]["onnxruntime"]
+    assert machine["cpu"]["label"] and machine["cores"] >= 1 and machine["versions"]["onnxruntime"]
     rows = report["results"]
     assert {r["case"].split()[0] for r in rows} == {"RmsNorm", "IndexerGrad"}
     assert {(r["dtype"], r["threads"]) for r in rows} == {("float32", 1), ("bfloat16", 1)}
@@ -73,7 +73,7 @@ def test_quick_bench_writes_json_and_markdown(tmp_path, capsys):
     assert by_case["IndexerGrad S1=16 S2=512 N1=8 K=128 float32"]["absent"]["ort"] == "no standard op"
     assert "RmsNorm 64x4096 bfloat16" in capsys.readouterr().out
     text = md.read_text()
-    assert "`python -m ort_ascend_ops bench rms_norm" in text and machine["cpu"] in text
+    assert "`python -m ort_ascend_ops bench rms_norm" in text and machine["cpu"]["label"] in text
     assert "### RmsNorm" in text and "### LightningIndexerGrad" in text
     assert "| RmsNorm 64x4096 float32 | 1 |" in text
 

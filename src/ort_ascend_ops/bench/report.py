@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from . import cpu
 from .runner import BASELINES, Result
 
 COLUMNS = ["case", "th", "native (median ±spread)", "achieved", "of roof"] + [
@@ -52,17 +53,9 @@ def _version(package: str) -> str | None:
 
 def machine() -> dict:
     """The machine and software the numbers belong to."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     packages = ["ort_ascend_ops", "onnxruntime", "onnx", "numpy", "torch", "matplotlib"]
     return {
-        "cpu": cpu,
+        "cpu": cpu.describe(),
         "cores": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -122,7 +115,7 @@ def write_markdown(path: str, meta: dict, results: Sequence[Result], peers_by_op
         "",
         f"Command: `{meta['command']}`  ",
         f"Date: {meta['date']}; wall time {meta['wall_s']:.0f} s  ",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; Python {m['python']}, {versions}",
+        f"Machine: {cpu.summary(m['cpu'])}; {m['cores']} cores, {m['platform']}; Python {m['python']}, {versions}",
         "",
         "Each row: the native kernel's time (median of the repeats, ±(max-min)/median), what it "
         "achieves (bytes every input and output must move once, or the GEMM FLOPs), that as a "
@@ -191,7 +184,7 @@ def write_png(path: str, meta: dict, results: Sequence[Result]) -> str | None:
         roof = next(r.roof_name for r in results if r.op == op)
         ax.set_title(f"{op}: % of the {roof} roofline", fontsize=9, loc="left")
         ax.tick_params(axis="x", labelsize=7)
-    fig.suptitle(f"ort_ascend_ops bench, {meta['machine']['cpu']}, {meta['date']}", fontsize=10)
+    fig.suptitle(f"ort_ascend_ops bench, {meta['machine']['cpu']['label']}, {meta['date']}", fontsize=10)
     fig.legend(
         *axes[0, 0].get_legend_handles_labels(), loc="outside upper right", fontsize=8, ncols=len(threads)
     )

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import BENCHES, peers, report
+from . import BENCHES, cpu, peers, report
 from .runner import CaseRunner, Result
 
 
@@ -47,7 +47,7 @@ def run(
     date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     machine = report.machine()
     absent = _absent_peers()
-    print(f"{machine['cpu']}, {machine['cores']} cores; threads {list(threads)}; {date}")
+    print(f"{cpu.summary(machine['cpu'])}; {machine['cores']} cores; threads {list(threads)}; {date}")
     torch = "PyTorch " + (f"absent ({absent['PyTorch']})" if absent else machine["versions"]["torch"])
     ort_ops = f"ONNX Runtime {machine['versions']['onnxruntime']} (RMSNormalization, RotaryEmbedding)"
     print(f"peers: {torch}; {ort_ops}", flush=True)

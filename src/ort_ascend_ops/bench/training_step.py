@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..reference._opset import DOMAIN
-from . import peers, report
+from . import cpu, peers, report
 from .timing import measure
 
 VENV_ENV = "ORT_ASCEND_OPS_ORTTRAINING_VENV"
@@ -384,7 +384,9 @@ def main(
         return 2
     machine = report.machine()
     date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    _say(f"training_step: {machine['cpu']}, {machine['cores']} cores; threads {list(threads)}; {date}")
+    _say(
+        f"training_step: {cpu.summary(machine['cpu'])}; {machine['cores']} cores; threads {list(threads)}; {date}"
+    )
     _say(
         f"onnxruntime {machine['versions']['onnxruntime']}, torch {machine['versions']['torch']}; "
         f"median of {steps} steps after {warmup} warm-up"
@@ -392,7 +394,10 @@ def main(
     venv, skipped = _peer_venv(peer_venv)
     if skipped:
         _say(skipped)
-    results, lines = [], [f"`{command}` ({date}; {machine['cpu']}, {machine['cores']} cores)", ""]
+    results, lines = (
+        [],
+        [f"`{command}` ({date}; {cpu.summary(machine['cpu'])}; {machine['cores']} cores)", ""],
+    )
     with tempfile.TemporaryDirectory(prefix="training_step_") as tmp:
         for name in names or list(configs):
             folder = Path(tmp) / name

@@ -25,14 +25,14 @@ def _bench(args: argparse.Namespace) -> int:
         return training_step.main(
             args.ops[1:], threads, steps, warmup, args.peer_venv, True, command, args.json, args.markdown
         )
-    from .bench import ALIASES, BENCHES, suite
+    from .bench import ALIASES, BENCHES, CLIFFS, suite
     from .bench.runner import DTYPES
 
-    names = [ALIASES.get(name, name) for name in args.ops] or list(BENCHES)
+    names = [ALIASES.get(name, name) for name in args.ops] or [*BENCHES, CLIFFS]
     dtypes = args.dtypes.split(",")
-    unknown = sorted(set(names) - set(BENCHES)) + sorted(set(dtypes) - set(DTYPES))
+    unknown = sorted(set(names) - {*BENCHES, CLIFFS}) + sorted(set(dtypes) - set(DTYPES))
     if unknown:
-        choices = sorted(BENCHES) + sorted(ALIASES)
+        choices = sorted([*BENCHES, CLIFFS]) + sorted(ALIASES)
         print(
             f"unknown benchmarks or dtypes {unknown}; choose from {choices} and {list(DTYPES)}",
             file=sys.stderr,
@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "ops",
         nargs="*",
-        help="benchmarks to run (default: all); 'training_step [CONFIG ...]' times whole training steps",
+        help="benchmarks to run (default: all); 'cliffs' times power-of-two widths against nearby ones; "
+        "'training_step [CONFIG ...]' times whole training steps",
     )
     bench.add_argument(
         "--threads",

@@ -1,6 +1,7 @@
 """``python -m ort_ascend_ops bench``: each op's native kernel against its inlined reference, the
 peers a user would otherwise pick (PyTorch, ONNX Runtime's standard ops) and the machine's own
-roofline, all measured in the same run."""
+roofline, all measured in the same run; then the kernels at power-of-two widths against nearby
+ones (``cliffs``)."""
 
 from . import (
     lightning_indexer,
@@ -28,3 +29,5 @@ ALIASES = {
     "indexer": "lightning_indexer",
     "indexer_grad": "lightning_indexer_grad",
 }
+# Across the ops rather than one of them: the power-of-two pairs of cliffs.py, after the ops' cases.
+CLIFFS = "cliffs"

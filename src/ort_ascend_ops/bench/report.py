@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from . import cpu
+from . import cliffs, cpu
 from .runner import BASELINES, Result
 
 COLUMNS = ["case", "th", "native (median ±spread)", "achieved", "of roof"] + [
@@ -63,9 +63,12 @@ def machine() -> dict:
     }
 
 
-def write_json(path: str, meta: dict, results: Sequence[Result]) -> None:
+def write_json(
+    path: str, meta: dict, results: Sequence[Result], cliff_results: Sequence[cliffs.Result]
+) -> None:
+    rows = {"results": [r.as_dict() for r in results], "cliffs": [r.as_dict() for r in cliff_results]}
     with open(path, "w") as f:
-        json.dump({**meta, "results": [r.as_dict() for r in results]}, f, indent=2)
+        json.dump({**meta, **rows}, f, indent=2)
 
 
 def _absent_notes(results: Sequence[Result]) -> list[str]:
@@ -107,7 +110,13 @@ def summary(results: Sequence[Result]) -> list[str]:
     return lines
 
 
-def write_markdown(path: str, meta: dict, results: Sequence[Result], peers_by_op: dict[str, str]) -> None:
+def write_markdown(
+    path: str,
+    meta: dict,
+    results: Sequence[Result],
+    peers_by_op: dict[str, str],
+    cliff_results: Sequence[cliffs.Result],
+) -> None:
     m = meta["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
     lines = [
@@ -116,6 +125,16 @@ def write_markdown(path: str, meta: dict, results: Sequence[Result], peers_by_op
         f"Command: `{meta['command']}`  ",
         f"Date: {meta['date']}; wall time {meta['wall_s']:.0f} s  ",
         f"Machine: {cpu.summary(m['cpu'])}; {m['cores']} cores, {m['platform']}; Python {m['python']}, {versions}",
+    ]
+    if results:
+        lines += _op_sections(meta, results, peers_by_op)
+    if cliff_results:
+        lines += ["", *cliffs.markdown(cliff_results)]
+    Path(path).write_text("\n".join(lines).rstrip() + "\n")
+
+
+def _op_sections(meta: dict, results: Sequence[Result], peers_by_op: dict[str, str]) -> list[str]:
+    lines = [
         "",
         "Each row: the native kernel's time (median of the repeats, ±(max-min)/median), what it "
         "achieves (bytes every input and output must move once, or the GEMM FLOPs), that as a "
@@ -143,7 +162,7 @@ def write_markdown(path: str, meta: dict, results: Sequence[Result], peers_by_op
         lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
         notes = _absent_notes(rows)
         lines += ["", peers_by_op.get(op, ""), *([""] + notes if notes else [])]
-    Path(path).write_text("\n".join(lines).rstrip() + "\n")
+    return lines
 
 
 def write_png(path: str, meta: dict, results: Sequence[Result]) -> str | None:

@@ -97,12 +97,17 @@ class Result:
         }
 
 
-def _ort_values(inputs: dict[str, np.ndarray]) -> dict[str, ort.OrtValue]:
+def ort_values(inputs: dict[str, np.ndarray]) -> dict[str, ort.OrtValue]:
     """Copies of ``inputs`` in ORT-allocated memory, as they would live inside a graph."""
     return {name: ortvalue_copy(a) for name, a in inputs.items()}
 
 
-def _bound_run(model: onnx.ModelProto, values: dict[str, ort.OrtValue], threads: int, native: bool):
+def op_model(case: Case) -> onnx.ModelProto:
+    """A graph of ``case``'s op alone, typed by its inputs."""
+    return make_op_model(case.op, {name: (a.dtype, a.shape) for name, a in case.inputs.items()}, case.attrs)
+
+
+def bound_run(model: onnx.ModelProto, values: dict[str, ort.OrtValue], threads: int, native: bool):
     """A zero-argument callable running ``model`` once, inputs and outputs bound in advance so
     that only the graph is timed."""
     options = session_options(threads=threads, native=native)
@@ -149,9 +154,8 @@ class CaseRunner:
 
     def __init__(self, case: Case):
         self.case = case
-        types = {name: (a.dtype, a.shape) for name, a in case.inputs.items()}
-        self.model = make_op_model(case.op, types, case.attrs)
-        self.values = _ort_values(case.inputs)  # shared by the native and reference sessions
+        self.model = op_model(case)
+        self.values = ort_values(case.inputs)  # shared by the native and reference sessions
         self.absent: dict[str, str] = {}
         self.torch_call = None
         if peers.torch_module() is None:
@@ -163,14 +167,14 @@ class CaseRunner:
 
     def run(self, threads: int, max_repeats: int) -> Result:
         case, absent = self.case, dict(self.absent)
-        fns = {"native": _bound_run(self.model, self.values, threads, native=True)}
+        fns = {"native": bound_run(self.model, self.values, threads, native=True)}
         if self.torch_call is not None:
             peers.torch_module().set_num_threads(threads)
             fns["torch"] = self.torch_call
         if case.standard is not None:
             try:
                 model, inputs = case.standard()
-                fns["ort"] = _bound_run(model, _ort_values(inputs), threads, native=False)
+                fns["ort"] = bound_run(model, ort_values(inputs), threads, native=False)
             except Exception as e:  # noqa: BLE001 - ORT's errors derive from Exception only
                 absent["ort"] = _why(e)
         if case.flops is None:
@@ -189,7 +193,7 @@ class CaseRunner:
         baselines = dict(zip(list(fns)[1:], peer_times, strict=True))
         fns.clear()  # frees the sessions' outputs before the reference runs
         try:
-            reference = _bound_run(self.model, self.values, threads, native=False)
+            reference = bound_run(self.model, self.values, threads, native=False)
             (baselines["reference"],) = measure(reference, repeats=max_repeats, budget_s=REFERENCE_BUDGET_S)
         except Exception as e:  # noqa: BLE001 - e.g. RoPE grad in bfloat16 with x: see its schema
             absent["reference"] = _why(e)

@@ -1,5 +1,6 @@
 """The suite: every chosen op's cases on every thread count, a table row as each one ends (and
-which case is running, on stderr), then the JSON, Markdown and PNG outputs."""
+which case is running, on stderr), the power-of-two pairs (cliffs) likewise, then the JSON,
+Markdown and PNG outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from . import BENCHES, cpu, peers, report
+from . import BENCHES, CLIFFS, cliffs, cpu, peers, report
 from .runner import CaseRunner, Result
 
 
@@ -32,6 +33,23 @@ def _absent_peers() -> dict[str, str]:
     return {} if torch is not None else {"PyTorch": f"not installed; {peers.TORCH_INSTALL}"}
 
 
+def _cliffs(
+    threads: Sequence[int], dtypes: Sequence[str], quick: bool, max_repeats: int
+) -> list[cliffs.Result]:
+    """Every power-of-two pair on every thread count, a row as each one ends."""
+    plan = cliffs.pairs(quick, dtypes)
+    print(f"\npower-of-two widths against nearby ones (pass: ratio <= {cliffs.RATIO_LIMIT}):")
+    print(cliffs.header(), flush=True)
+    results: list[cliffs.Result] = []
+    for i, pair in enumerate(plan, 1):
+        _progress(f"[{i}/{len(plan)}] cliffs: {pair.bench} {pair.variant} {pair.power} vs {pair.neighbour}")
+        for result in cliffs.run_pair(pair, threads, max_repeats):
+            _print_row(cliffs.row(result))
+            results.append(result)
+        gc.collect()
+    return results
+
+
 def run(
     names: Sequence[str],
     threads: Sequence[int],
@@ -46,13 +64,19 @@ def run(
     start = time.perf_counter()
     date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     machine = report.machine()
-    absent = _absent_peers()
     print(f"{cpu.summary(machine['cpu'])}; {machine['cores']} cores; threads {list(threads)}; {date}")
-    torch = "PyTorch " + (f"absent ({absent['PyTorch']})" if absent else machine["versions"]["torch"])
-    ort_ops = f"ONNX Runtime {machine['versions']['onnxruntime']} (RMSNormalization, RotaryEmbedding)"
-    print(f"peers: {torch}; {ort_ops}", flush=True)
-    plan = [(name, params) for name in names for params in BENCHES[name].cases(quick, tuple(dtypes))]
-    print(report.header(), flush=True)
+    plan = [
+        (name, params)
+        for name in names
+        if name in BENCHES
+        for params in BENCHES[name].cases(quick, tuple(dtypes))
+    ]
+    absent = _absent_peers() if plan else {}  # the pairs of cliffs run no peers
+    if plan:
+        torch = "PyTorch " + (f"absent ({absent['PyTorch']})" if absent else machine["versions"]["torch"])
+        ort_ops = f"ONNX Runtime {machine['versions']['onnxruntime']} (RMSNormalization, RotaryEmbedding)"
+        print(f"peers: {torch}; {ort_ops}", flush=True)
+        print(report.header(), flush=True)
     results: list[Result] = []
     peers_by_op: dict[str, str] = {}  # op -> what its peers run, in words
     for i, (name, params) in enumerate(plan, 1):
@@ -67,6 +91,7 @@ def run(
             _print_row(report.row(results[-1]))
         del runner
         gc.collect()  # the large cases' inputs, sessions and PyTorch graphs
+    cliff_results = _cliffs(threads, dtypes, quick, max_repeats) if CLIFFS in names else []
     if sys.stderr.isatty():
         sys.stderr.write("\r\033[K")
     wall = time.perf_counter() - start
@@ -80,16 +105,22 @@ def run(
         "machine": machine,
         "absent_peers": absent,
     }
-    print(f"\nthe largest case of each op and dtype, on {' / '.join(map(str, threads))} threads:")
-    print("\n".join(report.summary(results)))
-    print(f"{len(results)} rows in {wall:.0f} s" + "".join(f"; {k} absent: {v}" for k, v in absent.items()))
+    if results:
+        print(f"\nthe largest case of each op and dtype, on {' / '.join(map(str, threads))} threads:")
+        print("\n".join(report.summary(results)))
+    if cliff_results:
+        print(cliffs.verdict(cliff_results))
+    rows = len(results) + len(cliff_results)
+    print(f"{rows} rows in {wall:.0f} s" + "".join(f"; {k} absent: {v}" for k, v in absent.items()))
     if json_path:
-        report.write_json(json_path, meta, results)
+        report.write_json(json_path, meta, results, cliff_results)
         print(f"wrote {json_path}")
     if markdown_path:
-        report.write_markdown(markdown_path, meta, results, peers_by_op)
+        report.write_markdown(markdown_path, meta, results, peers_by_op, cliff_results)
         print(f"wrote {markdown_path}")
     if png_path:
-        problem = report.write_png(png_path, meta, results)
+        problem = (
+            report.write_png(png_path, meta, results) if results else "no op cases ran; no chart written"
+        )
         print(problem or f"wrote {png_path}")
     return results

@@ -72,11 +72,13 @@ ROPE_LAYOUTS = [
     ("TND-T1D", (7, 3, 16), (7, 1, 16)),
     ("TND-TND", (7, 3, 16), (7, 3, 16)),
 ]
-# Last axes that take the kernels' other paths: 12 (6 pairs, which no 8-pair vector loop covers)
-# and 64 (runs of pairs that hold whole 16s, which bfloat16 takes 16 at a time in modes 0 and 2).
+# Last axes that take the kernels' other paths: 12 (6 pairs, fewer than one 8-pair vector), 64
+# (runs of pairs that hold whole 16s, which bfloat16 takes 16 at a time in modes 0 and 2) and 72
+# (runs of 36 or 18 pairs: vectors, then the last pairs one by one).
 ROPE_OTHER_D = [
     ("BSND-1S1D-D12", (2, 5, 3, 12), (1, 5, 1, 12)),
     ("BSND-1S1D-D64", (2, 5, 3, 64), (1, 5, 1, 64)),
+    ("BSND-1S1D-D72", (2, 5, 3, 72), (1, 5, 1, 72)),
 ]
 ROPE_MODES = [0, 1, 2, 3]  # half, interleave, quarter, interleave-half
 

@@ -73,10 +73,11 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(x_shape, cos_shape, mode, 
 
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("mode", ROPE_MODES)
-def test_same_bits_wherever_the_tensors_start_in_a_page(mode, t, rng):
+@pytest.mark.parametrize("layout", ROPE_OTHER_D[1:], ids=lambda layout: layout[0])
+def test_same_bits_wherever_the_tensors_start_in_a_page(layout, mode, t, rng):
     """Where y starts just ahead of x within a 4 KiB page (NumPy's x 16 bytes in, ONNX Runtime's y
     64), the row loops walk down the pairs: the results must not change."""
-    inputs = rope_inputs(rng, ROPE_OTHER_D[1], t, "x", "cos", "sin")
+    inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
     outputs = {"y": (t, inputs["x"].shape)}
     (ahead,) = run_placed("RotaryPositionEmbedding", inputs, {"mode": mode}, outputs, 16, 64)
     (apart,) = run_placed("RotaryPositionEmbedding", inputs, {"mode": mode}, outputs, 16, 2064)

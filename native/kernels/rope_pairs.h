@@ -39,8 +39,9 @@ struct PairPositions {
   // Positions of pair p in x and dx: interleaved in mode 3, whose x is de-interleaved first.
   int64_t xa(int64_t p) const { return mode == RopeMode::kInterleaveHalf ? 2 * p : a(p); }
   int64_t xb(int64_t p) const { return mode == RopeMode::kInterleaveHalf ? 2 * p + 1 : b(p); }
-  // The AVX2 loops take 8 pairs at a time from one run.
-  bool vectorizable() const { return (mode == RopeMode::kQuarter ? d / 4 : d / 2) % 8 == 0; }
+  // Whether the AVX2 loops take every pair of a run 8 (or 16) at a time, without a last few one by
+  // one: only then does every vector store land aligned for streaming stores.
+  bool whole_vectors() const { return offset() % 8 == 0; }
 };
 
 // dy rows (all axes but the last) grouped by the cos row they use: row (c, m) is the m-th dy row
@@ -228,6 +229,21 @@ OAO_AVX2 void store_run(T* row, int64_t offset, int64_t j, const __m256* va, con
   }
 }
 
+// The AVX2 loops take a run's pairs 8 kVectors at a time up to vector_pairs, and the last few (a
+// run of 36 pairs at head dim 72) one by one, at these positions from the run's first a.
+template <Layout kLayout>
+int64_t vector_pairs(int64_t offset) {
+  return offset - offset % (8 * kVectors<kLayout>);
+}
+template <Layout kLayout>
+int64_t run_a(int64_t q) {
+  return kLayout == Layout::kInterleaved ? 2 * q : q;
+}
+template <Layout kLayout>
+int64_t run_b(int64_t q, int64_t offset) {
+  return kLayout == Layout::kInterleaved ? 2 * q + 1 : q + offset;
+}
+
 // A cos or sin row into float32 pair order: a's into a[], b's into b[] (load_pairs).
 template <class T>
 void load_pairs_baseline(const PairPositions& pos, const T* row, float* a, float* b) {
@@ -241,14 +257,20 @@ __attribute__((target("avx2,fma,f16c"))) void load_pairs_avx2(const PairPosition
                                                               float* a, float* b) {
   constexpr int kV = kVectors<kLayout>;
   const int64_t offset = pos.offset();
+  const int64_t vec = vector_pairs<kLayout>(offset);
   for (int64_t run = 0; run < pos.d / 2; run += offset) {
-    for (int64_t j = 0; j < offset; j += 8 * kV) {
+    const T* base = row + pos.a(run);
+    for (int64_t j = 0; j < vec; j += 8 * kV) {
       __m256 va[kV], vb[kV];
-      load_run<kLayout>(row + pos.a(run), offset, j, va, vb);
+      load_run<kLayout>(base, offset, j, va, vb);
       for (int v = 0; v < kV; ++v) {
         _mm256_storeu_ps(a + run + j + 8 * v, va[v]);
         _mm256_storeu_ps(b + run + j + 8 * v, vb[v]);
       }
+    }
+    for (int64_t q = vec; q < offset; ++q) {
+      a[run + q] = to_float(base[run_a<kLayout>(q)]);
+      b[run + q] = to_float(base[run_b<kLayout>(q, offset)]);
     }
   }
 }

@@ -29,14 +29,20 @@ template <Layout kY, Layout kX, bool kStream, class T>
 __attribute__((target("avx2,fma,f16c"))) void rows_avx2(const PairPositions& pos, const T* x, T* y,
                                                         int64_t count, const PairRow& pr) {
   constexpr int kV = kVectors<kY>;
-  const int64_t offset = pos.offset();
+  const int64_t offset = pos.offset(), vec = vector_pairs<kY>(offset);
   const bool descending = kMayDescend<kX, kY, T> && store_runs_ahead(y, x);
-  const int64_t first = descending ? offset - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
+  const int64_t first = descending ? vec - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
   for (int64_t i = 0; i < count; ++i) {
     for (int64_t run = 0; run < pr.pairs; run += offset) {
       const T* x_run = x + i * pos.d + pos.xa(run);
       T* y_run = y + i * pos.d + pos.a(run);
-      for (int64_t j = first; j >= 0 && j < offset; j += step) {
+      for (int64_t q = vec; q < offset; ++q) {
+        const float xa = to_float(x_run[run_a<kX>(q)]), xb = to_float(x_run[run_b<kX>(q, offset)]);
+        const int64_t p = run + q;
+        y_run[run_a<kY>(q)] = from_float<T>(xa * pr.cos_a()[p] - xb * pr.sin_a()[p]);
+        y_run[run_b<kY>(q, offset)] = from_float<T>(xb * pr.cos_b()[p] + xa * pr.sin_b()[p]);
+      }
+      for (int64_t j = first; j >= 0 && j < vec; j += step) {
         __m256 xa[kV], xb[kV], ya[kV], yb[kV];
         load_run<kX>(x_run, offset, j, xa, xb);
         for (int v = 0; v < kV; ++v) {
@@ -69,7 +75,7 @@ Loops<T> pick_avx2_loops(const PairPositions& pos) {
 
 template <class T>
 Loops<T> pick_loops(const PairPositions& pos, bool stream) {
-  if (!use_avx2() || !pos.vectorizable()) return {rows_baseline<T>, load_pairs_baseline<T>};
+  if (!use_avx2()) return {rows_baseline<T>, load_pairs_baseline<T>};
   return stream ? pick_avx2_loops<true, T>(pos) : pick_avx2_loops<false, T>(pos);
 }
 
@@ -83,7 +89,7 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
   const PairPositions pos{static_cast<RopeMode>(mode), x_shape.back()};
   if (pos.d == 0) return;
   const RopeSplit split(rows, false);
-  const bool stream = use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
+  const bool stream = pos.whole_vectors() && use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
   const auto loops = pick_loops<T>(pos, stream);
   // As in the grad: cos rows a block at a time, each run of rows through the whole block.
   const int64_t floats = 2 * pos.d;  // cos and sin

@@ -72,13 +72,14 @@ __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions
                                                              const PairRow& pr) {
   constexpr int kV = kVectors<kDy>;
   constexpr int64_t kPrefetchBytes = 512, kLine = 64;
-  const int64_t offset = pos.offset(), row_bytes = pos.d * static_cast<int64_t>(sizeof(T));
+  const int64_t offset = pos.offset(), vec = vector_pairs<kDy>(offset);
+  const int64_t row_bytes = pos.d * static_cast<int64_t>(sizeof(T));
   // Each run from its last pairs down where dx runs ahead of dy or x and both allow it (x is read in
   // dx's layout); a step's order does not change what the sums add, row after row.
   constexpr bool kMay = kMayDescend<kDy, kX, T> && (!kHasX || kMayDescend<kX, kX, T>);
   const bool descending =
       kMay && (store_runs_ahead(rows.dx, rows.dy) || (kHasX && store_runs_ahead(rows.dx, rows.x)));
-  const int64_t first = descending ? offset - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
+  const int64_t first = descending ? vec - 8 * kV : 0, step = descending ? -8 * kV : 8 * kV;
   for (int64_t i = 0; i < rows.count; ++i) {
     if constexpr (kHasX) {
       // Prefetches never fault, so those past the last row need no check.
@@ -97,7 +98,19 @@ __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions
       const float *sin_a = pr.sin_a() + run, *sin_b = pr.sin_b() + run;
       float *dcos_a = pr.dcos_a() + run, *dcos_b = pr.dcos_b() + run;
       float *dsin_a = pr.dsin_a() + run, *dsin_b = pr.dsin_b() + run;
-      for (int64_t j = first; j >= 0 && j < offset; j += step) {
+      for (int64_t q = vec; q < offset; ++q) {
+        const float dya = to_float(dy[run_a<kDy>(q)]), dyb = to_float(dy[run_b<kDy>(q, offset)]);
+        dx[run_a<kX>(q)] = from_float<T>(dya * cos_a[q] + dyb * sin_b[q]);
+        dx[run_b<kX>(q, offset)] = from_float<T>(dyb * cos_b[q] - dya * sin_a[q]);
+        if constexpr (kHasX) {
+          const float xa = to_float(x[run_a<kX>(q)]), xb = to_float(x[run_b<kX>(q, offset)]);
+          dcos_a[q] += dya * xa;
+          dcos_b[q] += dyb * xb;
+          dsin_a[q] -= dya * xb;
+          dsin_b[q] += dyb * xa;
+        }
+      }
+      for (int64_t j = first; j >= 0 && j < vec; j += step) {
         // Every load of the step comes before its stores: dx often sits at the same offset within
         // a 4 KiB page as dy and x, and a load behind a pending store to such an address stalls.
         __m256 dya[kV], dyb[kV], xa[kV], xb[kV], dxa[kV], dxb[kV];
@@ -126,15 +139,20 @@ template <Layout kLayout, class T>
 __attribute__((target("avx2,fma,f16c"))) void store_pairs_avx2(const PairPositions& pos, const float* a,
                                                                const float* b, T* row) {
   constexpr int kV = kVectors<kLayout>;
-  const int64_t offset = pos.offset();
+  const int64_t offset = pos.offset(), vec = vector_pairs<kLayout>(offset);
   for (int64_t run = 0; run < pos.d / 2; run += offset) {
-    for (int64_t j = 0; j < offset; j += 8 * kV) {
+    T* base = row + pos.a(run);
+    for (int64_t j = 0; j < vec; j += 8 * kV) {
       __m256 va[kV], vb[kV];
       for (int v = 0; v < kV; ++v) {
         va[v] = _mm256_loadu_ps(a + run + j + 8 * v);
         vb[v] = _mm256_loadu_ps(b + run + j + 8 * v);
       }
-      store_run<kLayout, false>(row + pos.a(run), offset, j, va, vb);
+      store_run<kLayout, false>(base, offset, j, va, vb);
+    }
+    for (int64_t q = vec; q < offset; ++q) {
+      base[run_a<kLayout>(q)] = from_float<T>(a[run + q]);
+      base[run_b<kLayout>(q, offset)] = from_float<T>(b[run + q]);
     }
   }
 }
@@ -161,7 +179,7 @@ Loops<kHasX, T> pick_avx2_loops(const PairPositions& pos) {
 
 template <bool kHasX, class T>
 Loops<kHasX, T> pick_loops(const PairPositions& pos, bool stream) {
-  if (!use_avx2() || !pos.vectorizable()) {
+  if (!use_avx2()) {
     return {grad_rows_baseline<kHasX, T>, load_pairs_baseline<T>, store_pairs_baseline<T>};
   }
   return stream ? pick_avx2_loops<true, kHasX, T>(pos) : pick_avx2_loops<false, kHasX, T>(pos);
@@ -172,7 +190,7 @@ void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T*
          const PairPositions& pos, const Parallel& parallel) {
   const int64_t d = pos.d, pairs = d / 2;
   const RopeSplit split(rows, kHasX);
-  const bool stream = use_streaming(dx, rows.cos_rows() * rows.per_cos_row(), d);
+  const bool stream = pos.whole_vectors() && use_streaming(dx, rows.cos_rows() * rows.per_cos_row(), d);
   const auto loops = pick_loops<kHasX, T>(pos, stream);
   // A task takes its cos rows a block at a time (their PairRows kept together in L2), and walks each
   // run of its dy rows through the whole block (see cos_rows_per_block).

@@ -43,38 +43,67 @@ void norm_rows_baseline(const T* x, const float* gamma_f, float epsilon, T* y, f
   }
 }
 
+// The float32 sum of squares of a row's first vec_end (a multiple of 16) columns, 16 at a time.
+template <class T>
+struct SquareSums {
+  __m256 lo, hi;
+
+  __attribute__((target("avx2,fma,f16c"), always_inline)) void add(const T* p) {
+    __m256 a, b;
+    load16(p, a, b);
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(a, a));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(b, b));
+  }
+  // With the columns past vec_end added one by one.
+  __attribute__((target("avx2,fma,f16c"), always_inline)) float total(const T* row, int64_t vec_end,
+                                                                      int64_t cols) const {
+    float sum = hsum(_mm256_add_ps(lo, hi));
+    for (int64_t j = vec_end; j < cols; ++j) sum += to_float(row[j]) * to_float(row[j]);
+    return sum;
+  }
+};
+
+// y of one row, 16 columns at a time from the first or, if `descending`, from the last (see
+// store_runs_ahead), while summing the squares of `next`, the following row, from its first: one
+// row streams in from memory while the one before, already in L1, is scaled and written (in two
+// passes, summing a row and then writing it, memory idled during the writing, which bfloat16's
+// conversions make the longer half). The sums take the order of a row summed alone.
+template <bool kStream, bool kNext, class T>
+__attribute__((target("avx2,fma,f16c"))) float scale_row(const T* x_row, const float* gamma_l, float rs,
+                                                         T* y_row, const T* next, int64_t cols,
+                                                         bool descending) {
+  const int64_t vec_end = cols - cols % 16;
+  const __m256 vrs = _mm256_set1_ps(rs);
+  SquareSums<T> sums{_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t k = 0; k < vec_end; k += 16) {
+    if constexpr (kNext) sums.add(next + k);
+    const int64_t j = descending ? vec_end - 16 - k : k;
+    __m256 lo, hi;
+    load16(x_row + j, lo, hi);
+    store16<kStream>(y_row + j, _mm256_mul_ps(_mm256_mul_ps(lo, vrs), _mm256_loadu_ps(gamma_l + j)),
+                     _mm256_mul_ps(_mm256_mul_ps(hi, vrs), _mm256_loadu_ps(gamma_l + j + 8)));
+  }
+  for (int64_t j = vec_end; j < cols; ++j) y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_l[j]);
+  return kNext ? sums.total(next, vec_end, cols) : 0.f;
+}
+
 // gamma_l is in the lane order of T.
 template <bool kStream, class T>
 __attribute__((target("avx2,fma,f16c"))) void norm_rows_avx2(const T* x, const float* gamma_l, float epsilon,
                                                              T* y, float* rstd, int64_t begin, int64_t end,
                                                              int64_t cols) {
   const int64_t vec_end = cols - cols % 16;
-  // y is written 16 columns at a time from the first or, if y runs ahead of x, the last (see
-  // store_runs_ahead); every row has the same offset between the two.
+  // Every row has the same offset between y and x, so all take the same direction.
   const bool descending = store_runs_ahead(y, x);
-  const int64_t step = descending ? -16 : 16;
+  SquareSums<T> first{_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t j = 0; j < vec_end; j += 16) first.add(x + begin * cols + j);
+  float sum_sq = first.total(x + begin * cols, vec_end, cols);
   for (int64_t r = begin; r < end; ++r) {
     const T* x_row = x + r * cols;
-    T* y_row = y + r * cols;
-    __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
-    for (int64_t j = 0; j < vec_end; j += 16) {
-      __m256 lo, hi;
-      load16(x_row + j, lo, hi);
-      acc_lo = _mm256_add_ps(acc_lo, _mm256_mul_ps(lo, lo));
-      acc_hi = _mm256_add_ps(acc_hi, _mm256_mul_ps(hi, hi));
-    }
-    float sum_sq = hsum(_mm256_add_ps(acc_lo, acc_hi));
-    for (int64_t j = vec_end; j < cols; ++j) sum_sq += to_float(x_row[j]) * to_float(x_row[j]);
     const float rs = rstd[r] = rstd_of_row(x_row, cols, sum_sq, epsilon);
-
-    const __m256 vrs = _mm256_set1_ps(rs);
-    for (int64_t j = descending ? vec_end - 16 : 0; j >= 0 && j < vec_end; j += step) {
-      __m256 lo, hi;
-      load16(x_row + j, lo, hi);
-      store16<kStream>(y_row + j, _mm256_mul_ps(_mm256_mul_ps(lo, vrs), _mm256_loadu_ps(gamma_l + j)),
-                       _mm256_mul_ps(_mm256_mul_ps(hi, vrs), _mm256_loadu_ps(gamma_l + j + 8)));
-    }
-    for (int64_t j = vec_end; j < cols; ++j) y_row[j] = from_float<T>(to_float(x_row[j]) * rs * gamma_l[j]);
+    sum_sq = r + 1 < end
+                 ? scale_row<kStream, true>(x_row, gamma_l, rs, y + r * cols, x_row + cols, cols, descending)
+                 : scale_row<kStream, false, T>(x_row, gamma_l, rs, y + r * cols, nullptr, cols, descending);
   }
   if constexpr (kStream) _mm_sfence();
 }

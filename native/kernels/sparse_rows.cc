@@ -116,22 +116,6 @@ void relu_backward(float* s, const float* dy, const float* weight, int64_t n, in
   relu_backward_heads(s, dy, weight, n, h, 0, h, dw);
 }
 
-__attribute__((target("avx2,fma"))) void add_weighted_relu_avx2(float* acc, const float* scores, float weight,
-                                                                int64_t n) {
-  const __m256 zero = _mm256_setzero_ps(), w = _mm256_set1_ps(weight);
-  int64_t s = 0;
-  for (; s + 8 <= n; s += 8) {
-    const __m256 relu = _mm256_max_ps(zero, _mm256_loadu_ps(scores + s));  // NaN stays NaN
-    _mm256_storeu_ps(acc + s, _mm256_add_ps(_mm256_loadu_ps(acc + s), _mm256_mul_ps(w, relu)));
-  }
-  for (; s < n; ++s) acc[s] += weight * std::max(scores[s], 0.f);
-}
-
-void add_weighted_relu(float* acc, const float* scores, float weight, int64_t n) {
-  if (use_avx2()) return add_weighted_relu_avx2(acc, scores, weight, n);
-  for (int64_t s = 0; s < n; ++s) acc[s] += weight * std::max(scores[s], 0.f);
-}
-
 OAO_AVX2_CLONE void add_into(float* acc, const float* add, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] += add[i];
 }

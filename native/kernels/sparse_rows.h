@@ -44,9 +44,6 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
 // g[v,j] = weight[j] dy[v] where s[v,j] > 0, else 0.
 void relu_backward(float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw);
 
-// acc[s] += weight * relu(scores[s]) for s in [0, n).
-void add_weighted_relu(float* acc, const float* scores, float weight, int64_t n);
-
 // acc[0, n) += add[0, n).
 void add_into(float* acc, const float* add, int64_t n);
 

@@ -40,8 +40,8 @@ def test_ties_go_to_the_lower_key(layout, rng):
 
 @pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0), ("TND", 3)])
 def test_keys_in_blocks_and_a_streaming_top_k(layout, mode, rng):
-    # 256 heads: the kernel scores 256 keys at a time for a tile of 4 tokens, so 700 keys take
-    # several blocks (the last ones partial, and past some tokens' causal limit), and keeping 300
+    # 256 heads: the kernel scores 512 keys at a time for a tile of 2 tokens, so 700 keys take
+    # two blocks (the last one partial, and past some tokens' causal limit), and keeping 300
     # of them overflows the 2 x K candidates kept per token. Integers: many ties, all exact.
     sizes = {"s1": 6, "s2": 700, "lengths_q": (3, 9), "lengths_k": (650, 1300), "n1": 256, "d": 4}
     inputs = forward_inputs(lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int32, **sizes))

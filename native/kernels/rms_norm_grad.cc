@@ -1,6 +1,7 @@
 #include "kernels/rms_norm_grad.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/element.h"
@@ -14,7 +15,7 @@ namespace {
 // Per row, pass 1 sums dy*gamma*xhat (and feeds dgamma); pass 2, over the same row while it is
 // still in L1/L2, writes dx. gamma_f is gamma in float32.
 template <class T>
-void grad_rows_baseline(const T* dy, const T* x, const float* rstd, const float* gamma_f, T* dx,
+void grad_rows_baseline(const T* dy, const T* x, const float* rstd, const float* gamma_f, bool, T* dx,
                         float* dgamma_part, int64_t begin, int64_t end, int64_t cols) {
   for (int64_t r = begin; r < end; ++r) {
     const T* dy_row = dy + r * cols;
@@ -98,7 +99,7 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows(Row<T>* rows, const float
 // (2 * cols elements: the next pair's dy or x) so that memory keeps streaming meanwhile. The
 // prefetches go to L2, where they do not evict this pass's own inputs from L1 (measured faster than
 // into L1); for float32 they measured no faster than the hardware prefetcher.
-template <bool kStream, class T>
+template <bool kStream, bool kInputNaN, class T>
 __attribute__((target("avx2,fma,f16c"))) void dx_row(const Row<T>& row, const float* gamma_l, int64_t cols,
                                                      bool descending) {
   const int64_t vec_end = cols - cols % 16;
@@ -115,18 +116,32 @@ __attribute__((target("avx2,fma,f16c"))) void dx_row(const Row<T>& row, const fl
         _mm256_sub_ps(_mm256_mul_ps(dy_lo, _mm256_loadu_ps(gamma_l + j)), _mm256_mul_ps(x_lo, vmean));
     const __m256 dx_hi =
         _mm256_sub_ps(_mm256_mul_ps(dy_hi, _mm256_loadu_ps(gamma_l + j + 8)), _mm256_mul_ps(x_hi, vmean));
-    store16<kStream>(row.dx + j, _mm256_mul_ps(vrs, dx_lo), _mm256_mul_ps(vrs, dx_hi));
+    store16<kStream, kInputNaN>(row.dx + j, _mm256_mul_ps(vrs, dx_lo), _mm256_mul_ps(vrs, dx_hi));
   }
   for (int64_t j = vec_end; j < cols; ++j) {
     row.dx[j] = from_float<T>(row.rs * (to_float(row.dy[j]) * gamma_l[j] - to_float(row.x[j]) * scaled_mean));
   }
 }
 
+// dx_row, checking its NaNs only where an input may hold one: a bfloat16 row with a finite rstd and
+// a finite dot sum (inf * 0 is NaN, so no dy or x of the row is infinite or NaN), and a finite
+// gamma, has none (see round_to_bf16_high).
+template <bool kStream, class T>
+void dx_row_checked(const Row<T>& row, const float* gamma_l, int64_t cols, bool descending,
+                    bool gamma_finite) {
+  if constexpr (kInterleaved<T>) {
+    if (gamma_finite && std::isfinite(row.rs) && std::isfinite(row.dot)) {
+      return dx_row<kStream, false>(row, gamma_l, cols, descending);
+    }
+  }
+  dx_row<kStream, true>(row, gamma_l, cols, descending);
+}
+
 // Rows go in pairs, the last alone if their count is odd. gamma_l and dgamma_part are in the lane
 // order of T on entry; dgamma_part is left in memory order.
 template <bool kStream, class T>
-void grad_rows_avx2(const T* dy, const T* x, const float* rstd, const float* gamma_l, T* dx,
-                    float* dgamma_part, int64_t begin, int64_t end, int64_t cols) {
+void grad_rows_avx2(const T* dy, const T* x, const float* rstd, const float* gamma_l, bool gamma_finite,
+                    T* dx, float* dgamma_part, int64_t begin, int64_t end, int64_t cols) {
   // Every row has the same offset between dx and dy (or x), so all take the same direction.
   const bool descending = store_runs_ahead(dx, dy) || store_runs_ahead(dx, x);
   int64_t r = begin;
@@ -140,12 +155,12 @@ void grad_rows_avx2(const T* dy, const T* x, const float* rstd, const float* gam
       rows[1].ahead = x + (r + 2) * cols;
     }
     dot_rows<2>(rows, gamma_l, dgamma_part, cols);
-    for (const Row<T>& row : rows) dx_row<kStream>(row, gamma_l, cols, descending);
+    for (const Row<T>& row : rows) dx_row_checked<kStream>(row, gamma_l, cols, descending, gamma_finite);
   }
   if (r < end) {
     Row<T> row{dy + r * cols, x + r * cols, dx + r * cols, rstd[r], 0.f, nullptr};
     dot_rows<1>(&row, gamma_l, dgamma_part, cols);
-    dx_row<kStream>(row, gamma_l, cols, descending);
+    dx_row_checked<kStream>(row, gamma_l, cols, descending, gamma_finite);
   }
   if constexpr (kStream) _mm_sfence();
   from_lane_order<T>(dgamma_part, cols);
@@ -163,6 +178,7 @@ void rms_norm_grad(const T* dy, const T* x, const float* rstd, const TG* gamma, 
   std::vector<float> gamma_f(cols);
   for (int64_t j = 0; j < cols; ++j) gamma_f[j] = to_float(gamma[j]);
 
+  const bool gamma_finite = all_finite(gamma_f.data(), cols);
   auto rows_fn = grad_rows_baseline<T>;
   if (use_avx2()) {
     to_lane_order<T>(gamma_f.data(), cols);
@@ -174,8 +190,8 @@ void rms_norm_grad(const T* dy, const T* x, const float* rstd, const TG* gamma, 
   const size_t blocks = block_count(static_cast<size_t>(rows), static_cast<size_t>(cols));
   std::vector<float> partial(blocks * static_cast<size_t>(cols), 0.f);
   parallel.for_each(blocks, [&](size_t b) {
-    rows_fn(dy, x, rstd, gamma_f.data(), dx, partial.data() + b * cols, block_begin(b, blocks, rows),
-            block_begin(b + 1, blocks, rows), cols);
+    rows_fn(dy, x, rstd, gamma_f.data(), gamma_finite, dx, partial.data() + b * cols,
+            block_begin(b, blocks, rows), block_begin(b + 1, blocks, rows), cols);
   });
 
   const size_t strips = block_count(static_cast<size_t>(cols), blocks);

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -224,31 +223,10 @@ void weighted_relu_sum(const float* scores, int64_t stride, const float* weight,
   plain_weighted_relu_sum(scores, stride, weight, heads, 0, n, out);
 }
 
-// What a task works in. Tasks take one from the pool and give it back, so each is allocated
-// and faulted in once per call, not once per task (what it holds never outlives its task, so
-// which one a task gets changes no result).
+// What a task works in, taken from a BufferPool.
 struct Scratch {
   std::vector<float> q, scores, index_score, w;  // q and w: a tile's query and weights in float32
   std::vector<TopK> best;                        // one per token of the tile
-};
-
-class ScratchPool {
- public:
-  std::unique_ptr<Scratch> take() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) return std::make_unique<Scratch>();
-    std::unique_ptr<Scratch> scratch = std::move(free_.back());
-    free_.pop_back();
-    return scratch;
-  }
-  void give(std::unique_ptr<Scratch> scratch) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(std::move(scratch));
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Scratch>> free_;
 };
 
 }  // namespace
@@ -286,7 +264,7 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
   const int64_t columns = std::max<int64_t>(1, kScoreBytes / (tile * row_bytes));
   const int64_t tokens = spans.tokens(), tiles = (tokens + tile - 1) / tile;
   const size_t tasks = static_cast<size_t>(std::min<int64_t>(tiles, 64));
-  ScratchPool pool;
+  BufferPool<Scratch> pool;
   parallel.for_each(tasks, [&](size_t task) {
     single_threaded_blas();
     std::unique_ptr<Scratch> scratch = pool.take();

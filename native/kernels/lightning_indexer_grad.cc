@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -114,29 +113,6 @@ struct Scratch {
   Buffer<float> panel;           // gathered key rows
   Buffer<float> w, dw;           // weights and d_weights
   Buffer<float> dq;              // d_query, unless T is float
-};
-
-// Buffers for the tasks running at one time: a task takes one and gives it back, so each is
-// allocated and faulted in once per call, however many threads run (what a buffer holds never
-// outlives its task, so which one a task gets does not change any result).
-template <class B>
-class BufferPool {
- public:
-  std::unique_ptr<B> take() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (free_.empty()) return std::make_unique<B>();
-    std::unique_ptr<B> buffer = std::move(free_.back());
-    free_.pop_back();
-    return buffer;
-  }
-  void give(std::unique_ptr<B> buffer) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(std::move(buffer));
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<B>> free_;
 };
 
 template <class T, class I>

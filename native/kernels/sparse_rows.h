@@ -1,8 +1,11 @@
 // What LightningIndexer and its grad share: which query tokens and key rows belong to which batch,
-// how many top-k slots of a token count (sparse_mode), the index check, and float32 GEMM.
+// how many top-k slots of a token count (sparse_mode), the index check, float32 GEMM and the pool
+// of task buffers.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kernels/parallel.h"
@@ -52,6 +55,29 @@ template <class T>
 void to_float32(const T* src, int64_t n, float* dst);
 template <class T>
 void from_float32(const float* src, int64_t n, T* dst);
+
+// Buffers for the tasks running at one time: a task takes one and gives it back, so each is
+// allocated and faulted in once per call, however many threads run (what a buffer holds never
+// outlives its task, so which one a task gets does not change any result).
+template <class B>
+class BufferPool {
+ public:
+  std::unique_ptr<B> take() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) return std::make_unique<B>();
+    std::unique_ptr<B> buffer = std::move(free_.back());
+    free_.pop_back();
+    return buffer;
+  }
+  void give(std::unique_ptr<B> buffer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(buffer));
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<B>> free_;
+};
 
 // Keeps OpenBLAS on the calling thread: the kernels already spread their tasks over ORT's threads.
 void single_threaded_blas();

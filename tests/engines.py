@@ -9,8 +9,8 @@ from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
 from ort_ascend_ops import aclnn_emulator, make_session
+from ort_ascend_ops.op_model import make_op_model
 from ort_ascend_ops.opschema import load_op_specs
-from ort_ascend_ops.reference.model import make_op_model
 from ort_ascend_ops.reference.registry import function_for
 from ort_ascend_ops.runtime import ortvalue_view
 

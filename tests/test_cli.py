@@ -107,7 +107,7 @@ def test_bench_peers_compute_what_the_ops_compute():
     from ort_ascend_ops import make_session
     from ort_ascend_ops.bench import lightning_indexer, lightning_indexer_grad, peers, rms_norm
     from ort_ascend_ops.bench import rotary_position_embedding as rope
-    from ort_ascend_ops.reference.model import make_op_model
+    from ort_ascend_ops.op_model import make_op_model
 
     def native(op, inputs, **attrs):
         model = make_op_model(op, {k: (v.dtype, v.shape) for k, v in inputs.items()}, attrs)

@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.shape_inference import InferenceError
 
+from ort_ascend_ops.op_model import make_op_model
 from ort_ascend_ops.opschema import (
     _spec_from_toml,
     _to_onnx_schema,
@@ -17,7 +18,6 @@ from ort_ascend_ops.opschema import (
     load_op_specs,
     register_schemas,
 )
-from ort_ascend_ops.reference.model import make_op_model
 
 F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
 PAIRS = [(F32, F32), (F16, F16), (F16, F32), (BF16, BF16), (BF16, F32)]

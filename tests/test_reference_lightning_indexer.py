@@ -21,7 +21,7 @@ from oracles import (
     F32,
     lightning_indexer_grad_inputs,
 )
-from ort_ascend_ops.reference.model import make_op_model
+from ort_ascend_ops.op_model import make_op_model
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -16,7 +16,7 @@ from oracles import (
     rms_norm_grad_oracle,
     rms_norm_oracle,
 )
-from ort_ascend_ops.reference.model import make_op_model
+from ort_ascend_ops.op_model import make_op_model
 
 
 @pytest.mark.parametrize("engine", ENGINES)

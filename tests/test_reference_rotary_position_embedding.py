@@ -21,7 +21,7 @@ from oracles import (
     rope_inputs,
     rope_oracle,
 )
-from ort_ascend_ops.reference.model import make_op_model
+from ort_ascend_ops.op_model import make_op_model
 
 # All layouts in float32; the half types on one layout per data layout, with broadcast tables.
 CASES = [(layout, F32) for layout in ROPE_LAYOUTS] + [

@@ -85,10 +85,10 @@ using RmsNormGradPrepare = aclnnStatus (*)(const aclTensor* dy, const aclTensor*
                                            const aclTensor* gamma, const aclTensor* dx_out,
                                            const aclTensor* dgamma_out, uint64_t* workspace_size,
                                            aclOpExecutor** executor);
-using RopePrepare = aclnnStatus (*)(const aclTensor* x, const aclTensor* cos, const aclTensor* sin,
+using RotaryPositionEmbeddingPrepare = aclnnStatus (*)(const aclTensor* x, const aclTensor* cos, const aclTensor* sin,
                                     int64_t mode, const aclTensor* out, uint64_t* workspace_size,
                                     aclOpExecutor** executor);
-using RopeGradPrepare = aclnnStatus (*)(const aclTensor* dy, const aclTensor* cos, const aclTensor* sin,
+using RotaryPositionEmbeddingGradPrepare = aclnnStatus (*)(const aclTensor* dy, const aclTensor* cos, const aclTensor* sin,
                                         const aclTensor* x_optional, int64_t mode, const aclTensor* dx_out,
                                         const aclTensor* dcos_out, const aclTensor* dsin_out,
                                         uint64_t* workspace_size, aclOpExecutor** executor);

@@ -1,6 +1,6 @@
 #include <climits>
 
-#include "aclnn/indexer_limits.h"
+#include "aclnn/lightning_indexer_limits.h"
 #include "ort/ops.h"
 
 namespace oao {
@@ -24,25 +24,25 @@ Ort::Status check_sparse_count(const char* op, int64_t k) {
 }
 
 template <class T>
-struct IndexerAclnn : IndexerSignature<T> {
-  explicit IndexerAclnn(const OrtKernelInfo* info)
-      : IndexerSignature<T>(info), allocator(device_allocator(info)) {}
+struct LightningIndexerAclnn : LightningIndexerSignature<T> {
+  explicit LightningIndexerAclnn(const OrtKernelInfo* info)
+      : LightningIndexerSignature<T>(info), allocator(device_allocator(info)) {}
 
   Ort::Status Compute(const Io& io) const {
     const char* op = this->kName;
-    if (auto status = check_indexer_type<T>(op); !status.IsOK()) return status;
+    if (auto status = check_lightning_indexer_type<T>(op); !status.IsOK()) return status;
     const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);
     AclnnCall call(op, io, allocator.get());
     const bool tnd = this->layout == "TND";
     HostLengthPair lengths;
     if (auto status = lengths.read(op, call, io, 3, tnd); !status.IsOK()) return status;
-    IndexerShape s;
+    LightningIndexerShape s;
     if (auto status = this->check(query.shape, key.shape, weights.shape, lengths.query(), lengths.key(), s);
         !status.IsOK())
       return status;
     const acl::Family family = call.cann().family();
     if (auto status =
-            first_error([&] { return check_indexer_family(op, family); },
+            first_error([&] { return check_lightning_indexer_family(op, family); },
                         [&] { return check_head_dim(op, s); }, [&] { return check_heads(op, family, s.n1); },
                         [&] { return check_sparse_count(op, s.k); }, [&] { return check_signature(call); });
         !status.IsOK())
@@ -84,6 +84,6 @@ struct IndexerAclnn : IndexerSignature<T> {
 
 }  // namespace
 
-void add_lightning_indexer_aclnn(OpList& ops) { add_float_types<IndexerAclnn>(ops, kAclnnEp); }
+void add_lightning_indexer_aclnn(OpList& ops) { add_float_types<LightningIndexerAclnn>(ops, kAclnnEp); }
 
 }  // namespace oao

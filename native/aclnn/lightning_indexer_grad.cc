@@ -1,23 +1,23 @@
-#include "aclnn/indexer_limits.h"
+#include "aclnn/lightning_indexer_limits.h"
 #include "ort/ops.h"
 
 namespace oao {
 namespace {
 
-Ort::Status check_heads_and_k(const char* op, const IndexerShape& s) {
+Ort::Status check_heads_and_k(const char* op, const LightningIndexerShape& s) {
   if (s.n1 >= 1 && s.n1 <= 64 && s.k >= 1 && s.k <= 2048) return Ort::Status(nullptr);
   return op_error(op, "aclnnLightningIndexerGrad takes 1 to 64 query heads and top-k 1 to 2048; got N1 = " +
                           std::to_string(s.n1) + ", K = " + std::to_string(s.k));
 }
 
 template <class T>
-struct IndexerGradAclnn : IndexerGradSignature<T> {
-  explicit IndexerGradAclnn(const OrtKernelInfo* info)
-      : IndexerGradSignature<T>(info), allocator(device_allocator(info)) {}
+struct LightningIndexerGradAclnn : LightningIndexerGradSignature<T> {
+  explicit LightningIndexerGradAclnn(const OrtKernelInfo* info)
+      : LightningIndexerGradSignature<T>(info), allocator(device_allocator(info)) {}
 
   Ort::Status Compute(const Io& io) const {
     const char* op = this->kName;
-    if (auto status = check_indexer_type<T>(op); !status.IsOK()) return status;
+    if (auto status = check_lightning_indexer_type<T>(op); !status.IsOK()) return status;
     const auto query = *io.input<T>(0), key = *io.input<T>(1), dy = *io.input<T>(2),
                weights = *io.input<T>(4);
     const auto indices = *io.untyped_input(3);
@@ -25,7 +25,7 @@ struct IndexerGradAclnn : IndexerGradSignature<T> {
     AclnnCall call(op, io, allocator.get());
     const bool tnd = this->layout == "TND";
     HostLengthPair lengths;
-    IndexerShape s;
+    LightningIndexerShape s;
     const acl::Family family = call.cann().family();
     if (auto status = first_error(
             [&] { return lengths.read(op, call, io, 5, tnd); },
@@ -33,7 +33,7 @@ struct IndexerGradAclnn : IndexerGradSignature<T> {
               return this->check(query.shape, key.shape, dy.shape, indices.shape, weights.shape,
                                  lengths.query(), lengths.key(), s);
             },
-            [&] { return check_indexer_family(op, family); }, [&] { return check_head_dim(op, s); },
+            [&] { return check_lightning_indexer_family(op, family); }, [&] { return check_head_dim(op, s); },
             [&] { return check_heads_and_k(op, s); }, [&] { return check_batches(op, s, s.k); });
         !status.IsOK())
       return status;
@@ -65,6 +65,6 @@ struct IndexerGradAclnn : IndexerGradSignature<T> {
 
 }  // namespace
 
-void add_lightning_indexer_grad_aclnn(OpList& ops) { add_float_types<IndexerGradAclnn>(ops, kAclnnEp); }
+void add_lightning_indexer_grad_aclnn(OpList& ops) { add_float_types<LightningIndexerGradAclnn>(ops, kAclnnEp); }
 
 }  // namespace oao

@@ -1,7 +1,7 @@
 #include "aclnn/call.h"
 #include "aclnn/rms_norm_limits.h"
 #include "ort/ops.h"
-#include "ort/rms_norm_shapes.h"
+#include "ort/rms_norm_signatures.h"
 
 namespace oao {
 namespace {

@@ -1,15 +1,15 @@
 #include "aclnn/call.h"
-#include "aclnn/rope_limits.h"
+#include "aclnn/rotary_position_embedding_limits.h"
 #include "ort/ops.h"
-#include "ort/rope_shapes.h"
+#include "ort/rotary_position_embedding_signatures.h"
 
 namespace oao {
 namespace {
 
 template <class T>
-struct RopeGradAclnn : RopeGradSignature<T> {
-  explicit RopeGradAclnn(const OrtKernelInfo* info)
-      : RopeGradSignature<T>(info), allocator(device_allocator(info)) {}
+struct RotaryPositionEmbeddingGradAclnn : RotaryPositionEmbeddingGradSignature<T> {
+  explicit RotaryPositionEmbeddingGradAclnn(const OrtKernelInfo* info)
+      : RotaryPositionEmbeddingGradSignature<T>(info), allocator(device_allocator(info)) {}
 
   Ort::Status Compute(const Io& io) const {
     const auto dy = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);
@@ -20,7 +20,7 @@ struct RopeGradAclnn : RopeGradSignature<T> {
     auto* dx = io.output<T>(0, dy.shape);
     const auto [dcos, dsin, sums] = this->sum_outputs(io, cos.shape);
     if (auto status = this->check_sums(sums, x.has_value()); !status.IsOK()) return status;
-    const RopeCall limits{this->kName, "dy", true, sums, std::is_same_v<T, Ort::BFloat16_t>};
+    const RotaryPositionEmbeddingCall limits{this->kName, "dy", true, sums, std::is_same_v<T, Ort::BFloat16_t>};
     if (auto status = check_rope_product(limits, call.cann().family(), dy.shape, cos.shape, this->mode);
         !status.IsOK())
       return status;
@@ -29,7 +29,7 @@ struct RopeGradAclnn : RopeGradSignature<T> {
     const size_t sum_bytes = element_count(cos.shape) * sizeof(T);
     void* dcos_or_scratch = !sums || dcos ? static_cast<void*>(dcos) : call.scratch(sum_bytes);
     void* dsin_or_scratch = !sums || dsin ? static_cast<void*>(dsin) : call.scratch(sum_bytes);
-    return call.run<acl::RopeGradPrepare>(
+    return call.run<acl::RotaryPositionEmbeddingGradPrepare>(
         "aclnnRotaryPositionEmbeddingGrad", call.tensor(dy.data, dy.shape, type),
         call.tensor(cos.data, cos.shape, type), call.tensor(sin.data, sin.shape, type),
         sums ? call.tensor(x->data, x->shape, type) : nullptr, this->mode, call.tensor(dx, dy.shape, type),
@@ -42,6 +42,6 @@ struct RopeGradAclnn : RopeGradSignature<T> {
 
 }  // namespace
 
-void add_rotary_position_embedding_grad_aclnn(OpList& ops) { add_float_types<RopeGradAclnn>(ops, kAclnnEp); }
+void add_rotary_position_embedding_grad_aclnn(OpList& ops) { add_float_types<RotaryPositionEmbeddingGradAclnn>(ops, kAclnnEp); }
 
 }  // namespace oao

@@ -9,7 +9,7 @@
 #include <string>
 #include <type_traits>
 
-#include "lightning.h"
+#include "lightning_indexer_layouts.h"
 #include "op.h"
 #include "tensor.h"
 

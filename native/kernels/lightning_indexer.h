@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "kernels/parallel.h"
-#include "kernels/sparse_rows.h"
+#include "kernels/lightning_indexer_rows.h"
 
 namespace oao {
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/rope_pairs.h"
+#include "kernels/rotary_position_embedding_pairs.h"
 #include "kernels/row.h"
 
 namespace oao {
@@ -85,10 +85,10 @@ template <class T>
 void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
                                const std::vector<int64_t>& x_shape, const std::vector<int64_t>& cos_shape,
                                int mode, const Parallel& parallel) {
-  const RopeRows rows(x_shape, cos_shape);
-  const PairPositions pos{static_cast<RopeMode>(mode), x_shape.back()};
+  const RotaryPositionEmbeddingRows rows(x_shape, cos_shape);
+  const PairPositions pos{static_cast<RotaryPositionEmbeddingMode>(mode), x_shape.back()};
   if (pos.d == 0) return;
-  const RopeSplit split(rows, false);
+  const RotaryPositionEmbeddingSplit split(rows, false);
   const bool stream = pos.whole_vectors() && use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
   const auto loops = pick_loops<T>(pos, stream);
   // As in the grad: cos rows a block at a time, each run of rows through the whole block.

@@ -4,7 +4,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "kernels/rope_pairs.h"
+#include "kernels/rotary_position_embedding_pairs.h"
 #include "kernels/row.h"
 
 namespace oao {
@@ -186,10 +186,10 @@ Loops<kHasX, T> pick_loops(const PairPositions& pos, bool stream) {
 }
 
 template <bool kHasX, class T>
-void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T* dsin, const RopeRows& rows,
+void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T* dsin, const RotaryPositionEmbeddingRows& rows,
          const PairPositions& pos, const Parallel& parallel) {
   const int64_t d = pos.d, pairs = d / 2;
-  const RopeSplit split(rows, kHasX);
+  const RotaryPositionEmbeddingSplit split(rows, kHasX);
   const bool stream = pos.whole_vectors() && use_streaming(dx, rows.cos_rows() * rows.per_cos_row(), d);
   const auto loops = pick_loops<kHasX, T>(pos, stream);
   // A task takes its cos rows a block at a time (their PairRows kept together in L2), and walks each
@@ -263,8 +263,8 @@ void rotary_position_embedding_grad(const T* dy, const T* cos, const T* sin, con
                                     T* dsin, const std::vector<int64_t>& dy_shape,
                                     const std::vector<int64_t>& cos_shape, int mode,
                                     const Parallel& parallel) {
-  const RopeRows rows(dy_shape, cos_shape);
-  const PairPositions pos{static_cast<RopeMode>(mode), dy_shape.back()};
+  const RotaryPositionEmbeddingRows rows(dy_shape, cos_shape);
+  const PairPositions pos{static_cast<RotaryPositionEmbeddingMode>(mode), dy_shape.back()};
   if (x != nullptr && pos.d > 0) {
     // Rows of cos that no dy row reads (there are none unless dy is empty) must still be zero.
     if (rows.cos_rows() == 0) {

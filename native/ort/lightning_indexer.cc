@@ -1,18 +1,18 @@
 #include "kernels/lightning_indexer.h"
 
-#include "ort/lightning_indexer_shapes.h"
+#include "ort/lightning_indexer_signatures.h"
 #include "ort/ops.h"
 
 namespace oao {
 namespace {
 
 template <class T>
-struct IndexerKernel : IndexerSignature<T> {
-  using IndexerSignature<T>::IndexerSignature;
+struct LightningIndexerKernel : LightningIndexerSignature<T> {
+  using LightningIndexerSignature<T>::LightningIndexerSignature;
 
   Ort::Status Compute(const Io& io) const {
     const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);
-    IndexerShape s;
+    LightningIndexerShape s;
     if (auto status =
             this->check(query.shape, key.shape, weights.shape, io.untyped_input(3), io.untyped_input(4), s);
         !status.IsOK())
@@ -28,6 +28,6 @@ struct IndexerKernel : IndexerSignature<T> {
 
 }  // namespace
 
-void add_lightning_indexer_cpu(OpList& ops) { add_float_types<IndexerKernel>(ops, kCpu); }
+void add_lightning_indexer_cpu(OpList& ops) { add_float_types<LightningIndexerKernel>(ops, kCpu); }
 
 }  // namespace oao

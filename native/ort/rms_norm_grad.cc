@@ -1,7 +1,7 @@
 #include "kernels/rms_norm_grad.h"
 
 #include "ort/ops.h"
-#include "ort/rms_norm_shapes.h"
+#include "ort/rms_norm_signatures.h"
 
 namespace oao {
 namespace {

@@ -1,18 +1,18 @@
 #include "kernels/rotary_position_embedding.h"
 
 #include "ort/ops.h"
-#include "ort/rope_shapes.h"
+#include "ort/rotary_position_embedding_signatures.h"
 
 namespace oao {
 namespace {
 
 template <class T>
-struct RopeKernel : RopeSignature<T> {
-  using RopeSignature<T>::RopeSignature;
+struct RotaryPositionEmbeddingKernel : RotaryPositionEmbeddingSignature<T> {
+  using RotaryPositionEmbeddingSignature<T>::RotaryPositionEmbeddingSignature;
 
   Ort::Status Compute(const Io& io) const {
     const auto x = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);
-    if (auto status = check_rope(this->kName, "x", x.shape, cos.shape, sin.shape, this->mode); !status.IsOK())
+    if (auto status = check_rotary_position_embedding(this->kName, "x", x.shape, cos.shape, sin.shape, this->mode); !status.IsOK())
       return status;
     auto* y = io.output<T>(0, x.shape);
     if (element_count(x.shape) == 0) return Ort::Status(nullptr);  // an empty x may claim any other extents
@@ -24,6 +24,6 @@ struct RopeKernel : RopeSignature<T> {
 
 }  // namespace
 
-void add_rotary_position_embedding_cpu(OpList& ops) { add_float_types<RopeKernel>(ops, kCpu); }
+void add_rotary_position_embedding_cpu(OpList& ops) { add_float_types<RotaryPositionEmbeddingKernel>(ops, kCpu); }
 
 }  // namespace oao

@@ -1,14 +1,14 @@
 #include "kernels/rotary_position_embedding_grad.h"
 
 #include "ort/ops.h"
-#include "ort/rope_shapes.h"
+#include "ort/rotary_position_embedding_signatures.h"
 
 namespace oao {
 namespace {
 
 template <class T>
-struct RopeGradKernel : RopeGradSignature<T> {
-  using RopeGradSignature<T>::RopeGradSignature;
+struct RotaryPositionEmbeddingGradKernel : RotaryPositionEmbeddingGradSignature<T> {
+  using RotaryPositionEmbeddingGradSignature<T>::RotaryPositionEmbeddingGradSignature;
 
   Ort::Status Compute(const Io& io) const {
     const auto dy = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);
@@ -35,6 +35,6 @@ struct RopeGradKernel : RopeGradSignature<T> {
 
 }  // namespace
 
-void add_rotary_position_embedding_grad_cpu(OpList& ops) { add_float_types<RopeGradKernel>(ops, kCpu); }
+void add_rotary_position_embedding_grad_cpu(OpList& ops) { add_float_types<RotaryPositionEmbeddingGradKernel>(ops, kCpu); }
 
 }  // namespace oao

@@ -19,12 +19,12 @@ except ImportError:
         "'ort_ascend_ops[cann]' (onnxruntime-cann)"
     ) from None
 
+from .domain import DOMAIN
+from .domain import VERSION as OPSET_VERSION
 from .fusion import fuse
+from .op_model import make_op_model
 from .opschema import register_schemas
 from .reference import attach_functions, function_protos
-from .reference._opset import DOMAIN
-from .reference._opset import VERSION as OPSET_VERSION
-from .reference.model import make_op_model
 from .runtime import (
     Session,
     ascend_providers,

@@ -12,8 +12,8 @@ import onnx
 import onnx.inliner
 from onnx import helper
 
+from .domain import DOMAIN
 from .opschema import register_schemas
-from .reference._opset import DOMAIN
 
 BFLOAT16 = onnx.TensorProto.BFLOAT16
 FLOAT = onnx.TensorProto.FLOAT

@@ -32,9 +32,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from .domain import DOMAIN
 from .examples import byte_llama, deepseek_v32, indexer_loss
 from .reference import FUNCTIONS
-from .reference._opset import DOMAIN
 from .runtime import get_library_path, make_session, session_options
 
 # Relative error ||native - portable|| / ||portable|| allowed per gradient (float32 throughout).

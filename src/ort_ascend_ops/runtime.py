@@ -16,8 +16,8 @@ import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
 
 from .bfloat16 import widen_bfloat16
+from .domain import DOMAIN
 from .opschema import bind_types, load_op_specs
-from .reference._opset import DOMAIN
 
 _LIBRARY_NAME = "libort_ascend_ops.so"
 

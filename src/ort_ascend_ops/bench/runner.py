@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from ..reference.model import make_op_model
+from ..op_model import make_op_model
 from ..runtime import ortvalue_copy, session_options
 from . import peers
 from .timing import CopyBaseline, SgemmBaseline, Timing, measure

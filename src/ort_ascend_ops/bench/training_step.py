@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..reference._opset import DOMAIN
+from ..domain import DOMAIN
 from . import cpu, peers, report
 from .timing import measure
 

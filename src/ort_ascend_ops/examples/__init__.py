@@ -13,8 +13,8 @@ from pathlib import Path
 import onnx
 from onnxscript import FLOAT, OnnxFunction
 
+from ..op_model import IR_VERSION
 from ..reference import attach_functions
-from ..reference.model import IR_VERSION
 
 PRODUCER = "ort_ascend_ops.examples"
 

@@ -26,7 +26,7 @@ import numpy as np
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
-from ..reference._opset import DOMAIN
+from ..domain import DOMAIN
 from .values import allows_types, constant_list, dims, scalar
 
 # A mask value at or below this excludes its key (float16's lowest finite value).

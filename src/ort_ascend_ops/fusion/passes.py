@@ -12,12 +12,12 @@ import onnx_ir.passes.common as common_passes
 from onnxscript.optimizer import fold_constants_ir
 from onnxscript.rewriter import pattern
 
+from ..domain import DOMAIN, VERSION
 from ..opschema import register_schemas
 from ..reference import attach_functions
-from ..reference._opset import DOMAIN, VERSION
 from .lightning_indexer import LIGHTNING_INDEXER_RULES
 from .rms_norm import RMS_NORM_RULES
-from .rotary import ROTARY_RULES
+from .rotary_position_embedding import ROTARY_RULES
 
 logger = logging.getLogger(__name__)
 

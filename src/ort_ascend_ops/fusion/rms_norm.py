@@ -11,7 +11,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
-from ..reference._opset import DOMAIN
+from ..domain import DOMAIN
 from .values import allows_types, constant_list, dims, elem_type, is_last_axis, same_dim, scalar
 
 _FLOAT32 = ir.DataType.FLOAT

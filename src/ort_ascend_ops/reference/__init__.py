@@ -1,7 +1,6 @@
 """onnxscript reference implementations of the ort_ascend_ops operators, and the FunctionProtos
 that make a model carrying them portable (``function_protos``, ``attach_functions``)."""
 
-from ._opset import DOMAIN, VERSION
 from .lightning_indexer import LightningIndexer
 from .lightning_indexer_grad import LightningIndexerGrad
 from .portable import attach_functions, function_protos
@@ -12,11 +11,9 @@ from .rotary_position_embedding import RotaryPositionEmbedding
 from .rotary_position_embedding_grad import RotaryPositionEmbeddingGrad
 
 __all__ = [
-    "DOMAIN",
     "FUNCTIONS",
     "HELPERS",
     "VARIANTS",
-    "VERSION",
     "LightningIndexer",
     "LightningIndexerGrad",
     "RmsNorm",

@@ -3,8 +3,7 @@
 from onnxscript import opset18 as op
 from onnxscript.values import Opset
 
-DOMAIN = "ort_ascend_ops"
-VERSION = 1
+from ..domain import DOMAIN, VERSION
 
 # The functions are written with the operators of opset 18, whose meaning no later opset up to the
 # newest has changed for the types they use, and emitted at the opset of the model that carries
@@ -13,4 +12,4 @@ MIN_ONNX_OPSET = 18
 
 ascend = Opset(DOMAIN, VERSION)
 
-__all__ = ["DOMAIN", "MIN_ONNX_OPSET", "VERSION", "ascend", "op"]
+__all__ = ["MIN_ONNX_OPSET", "ascend", "op"]

@@ -14,7 +14,7 @@ import onnx
 from onnx import AttributeProto, helper
 from onnxscript import OnnxFunction
 
-from ._opset import DOMAIN
+from ..domain import DOMAIN
 from .checks import Check, ReadPresent, SameType
 
 # Helpers whose output's node is named "<op>: <rule>" (their ``rule`` attribute), and which input

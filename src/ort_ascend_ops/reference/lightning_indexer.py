@@ -5,8 +5,8 @@ from onnxscript import DOUBLE, FLOAT, INT32, script
 
 from ._opset import ascend, op
 from .checks import Check, ReadPresent
-from .indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
-from .indexer_tokens import IndexerTokens
+from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
+from .lightning_indexer_tokens import IndexerTokens
 
 _NEG_INF = float("-inf")
 

@@ -5,8 +5,8 @@ from onnxscript import FLOAT, INT64, script
 
 from ._opset import ascend, op
 from .checks import Check, ElemType, IsIndexType, ReadPresent, SameType, SameVector
-from .indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
-from .indexer_tokens import IndexerTokens
+from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
+from .lightning_indexer_tokens import IndexerTokens
 
 
 @script(opset=ascend, default_opset=op)

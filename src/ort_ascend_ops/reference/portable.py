@@ -12,8 +12,9 @@ import onnx
 from onnx import helper
 from onnxscript import OnnxFunction
 
+from ..domain import DOMAIN, VERSION
 from ..opschema import OpSpec, attribute_values, elem_type, infer_outputs, load_op_specs
-from ._opset import DOMAIN, MIN_ONNX_OPSET, VERSION
+from ._opset import MIN_ONNX_OPSET
 from .emit import Emitter
 from .registry import FUNCTIONS, HELPERS, function_for
 

@@ -4,17 +4,23 @@ from collections.abc import Collection
 
 from onnxscript import OnnxFunction
 
-from . import checks, indexer_rules, lightning_indexer, lightning_indexer_grad, rotary_position_embedding_grad
-from .indexer_tokens import IndexerTokens
+from . import (
+    checks,
+    lightning_indexer,
+    lightning_indexer_grad,
+    lightning_indexer_rules,
+    rotary_position_embedding_grad,
+)
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
-from .norm_rules import NormRules
+from .lightning_indexer_tokens import IndexerTokens
 from .rms_norm import RmsNorm
 from .rms_norm_grad import RmsNormGrad
-from .rotary_layout import RotaryLayout, RotatedViews, RowView
+from .rms_norm_rules import NormRules
 from .rotary_position_embedding import RotaryPositionEmbedding
 from .rotary_position_embedding_grad import RotaryGradDx, RotaryPositionEmbeddingGrad, RotarySums
-from .rotary_rules import RotaryRules
+from .rotary_position_embedding_layout import RotaryLayout, RotatedViews, RowView
+from .rotary_position_embedding_rules import RotaryRules
 
 # One entry per op, keyed by op name. Each op's function serves every node of it that stock ONNX
 # Runtime can inline (an op with optional inputs tests for them at run time).
@@ -56,12 +62,12 @@ HELPERS: tuple[OnnxFunction, ...] = (
     RotaryRules,
     RotaryGradDx,
     RotarySums,
-    indexer_rules.IsLayout,
-    indexer_rules.IndexerRules,
-    indexer_rules.SeqEnds,
-    indexer_rules.ShapeEnds,
-    indexer_rules.LayoutInputs,
-    indexer_rules.BatchCounts,
+    lightning_indexer_rules.IsLayout,
+    lightning_indexer_rules.IndexerRules,
+    lightning_indexer_rules.SeqEnds,
+    lightning_indexer_rules.ShapeEnds,
+    lightning_indexer_rules.LayoutInputs,
+    lightning_indexer_rules.BatchCounts,
     IndexerTokens,
     IndexerSelect,
     IndexerGradRows,

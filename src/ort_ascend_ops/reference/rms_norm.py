@@ -3,7 +3,7 @@
 from onnxscript import DOUBLE, FLOAT, script
 
 from ._opset import ascend, op
-from .norm_rules import NormRules
+from .rms_norm_rules import NormRules
 
 
 @script(opset=ascend, default_opset=op)

@@ -4,7 +4,7 @@ from onnxscript import FLOAT, script
 
 from ._opset import ascend, op
 from .checks import Check, SameType, SameVector, WithoutOnes
-from .norm_rules import NormRules
+from .rms_norm_rules import NormRules
 
 
 @script(opset=ascend, default_opset=op)

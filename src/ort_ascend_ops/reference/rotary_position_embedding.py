@@ -3,8 +3,8 @@
 from onnxscript import FLOAT, script
 
 from ._opset import ascend, op
-from .rotary_layout import RotatedViews
-from .rotary_rules import RotaryRules
+from .rotary_position_embedding_layout import RotatedViews
+from .rotary_position_embedding_rules import RotaryRules
 
 
 @script(opset=ascend, default_opset=op)

@@ -5,8 +5,8 @@ from onnxscript import FLOAT, script
 
 from ._opset import ascend, op
 from .checks import Check, PadPair, ReadPresent, SameType, SameVector
-from .rotary_layout import RotaryLayout, RotatedViews, RowView
-from .rotary_rules import RotaryRules
+from .rotary_position_embedding_layout import RotaryLayout, RotatedViews, RowView
+from .rotary_position_embedding_rules import RotaryRules
 
 # The forward is y = P(x) * cos + rotate(P(x)) * sin, with P and rotate permutations with sign
 # (the views of the rows [R, D] that RotaryLayout describes). rotate turns block halves (u, v)

@@ -18,8 +18,9 @@ import onnx.inliner
 from onnx import TensorProto, helper
 from onnxscript import script
 
+from ..domain import DOMAIN
 from ..fusion import fold_constants, fuse
-from ..reference._opset import DOMAIN, op
+from ..reference._opset import op
 from .artifacts import pruned, split_parameters
 from .export import PARAMETERS
 from .graph import GradientError, depends_on, node_label

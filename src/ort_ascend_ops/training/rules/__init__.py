@@ -2,7 +2,7 @@
 gradient name (or None) per node input, built with :class:`..graph.Backward`. Only the inputs
 ``backward.needs`` must get one."""
 
-from ...reference._opset import DOMAIN
+from ...domain import DOMAIN
 from . import elementwise, linalg, loss, ours, reduce, shape
 
 RULES = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ...reference._opset import DOMAIN
+from ...domain import DOMAIN
 from ..graph import Backward, GradientError, attribute, node_label
 
 # The element types our ops take (T in the contract).

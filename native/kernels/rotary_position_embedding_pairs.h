@@ -15,30 +15,30 @@
 
 namespace oao {
 
-enum class RopeMode : int { kHalf = 0, kInterleave = 1, kQuarter = 2, kInterleaveHalf = 3 };
+enum class RotaryPositionEmbeddingMode : int { kHalf = 0, kInterleave = 1, kQuarter = 2, kInterleaveHalf = 3 };
 
 // Where pair p lives. In "split" rows the a's and b's form runs (b = a + offset); in
 // "interleaved" rows pair p is the elements (2p, 2p + 1).
 struct PairPositions {
-  RopeMode mode;
+  RotaryPositionEmbeddingMode mode;
   int64_t d;
 
-  int64_t offset() const { return mode == RopeMode::kQuarter ? d / 4 : d / 2; }
+  int64_t offset() const { return mode == RotaryPositionEmbeddingMode::kQuarter ? d / 4 : d / 2; }
   // Position of pair p's `a` in dy, cos and sin (its `b` is a + offset, except in mode 1: a + 1).
   int64_t a(int64_t p) const {
     switch (mode) {
-      case RopeMode::kInterleave:
+      case RotaryPositionEmbeddingMode::kInterleave:
         return 2 * p;
-      case RopeMode::kQuarter:
+      case RotaryPositionEmbeddingMode::kQuarter:
         return p < d / 4 ? p : p + d / 4;
       default:
         return p;
     }
   }
-  int64_t b(int64_t p) const { return mode == RopeMode::kInterleave ? 2 * p + 1 : a(p) + offset(); }
+  int64_t b(int64_t p) const { return mode == RotaryPositionEmbeddingMode::kInterleave ? 2 * p + 1 : a(p) + offset(); }
   // Positions of pair p in x and dx: interleaved in mode 3, whose x is de-interleaved first.
-  int64_t xa(int64_t p) const { return mode == RopeMode::kInterleaveHalf ? 2 * p : a(p); }
-  int64_t xb(int64_t p) const { return mode == RopeMode::kInterleaveHalf ? 2 * p + 1 : b(p); }
+  int64_t xa(int64_t p) const { return mode == RotaryPositionEmbeddingMode::kInterleaveHalf ? 2 * p : a(p); }
+  int64_t xb(int64_t p) const { return mode == RotaryPositionEmbeddingMode::kInterleaveHalf ? 2 * p + 1 : b(p); }
   // Whether the AVX2 loops take every pair of a run 8 (or 16) at a time, without a last few one by
   // one: only then does every vector store land aligned for streaming stores.
   bool whole_vectors() const { return offset() % 8 == 0; }
@@ -46,10 +46,10 @@ struct PairPositions {
 
 // dy rows (all axes but the last) grouped by the cos row they use: row (c, m) is the m-th dy row
 // reading cos row c, m counting over the axes cos broadcasts along, in order.
-class RopeRows {
+class RotaryPositionEmbeddingRows {
  public:
   // cos_shape has dy_shape's rank and the same last axis.
-  RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape);
+  RotaryPositionEmbeddingRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape);
 
   int64_t cos_rows() const { return cos_rows_; }
   int64_t per_cos_row() const { return per_cos_row_; }
@@ -95,10 +95,10 @@ struct PairRow {
 // threads need: partial sums for every cos row would be written and read back again, up to half
 // the traffic of the rows themselves. Without, chunks also follow the outer broadcast axes, so
 // that a task walks memory in one stream. Depends only on the shape.
-struct RopeSplit {
+struct RotaryPositionEmbeddingSplit {
   int64_t groups, chunks;
 
-  RopeSplit(const RopeRows& rows, bool sums);
+  RotaryPositionEmbeddingSplit(const RotaryPositionEmbeddingRows& rows, bool sums);
   int64_t tasks() const { return groups * chunks; }
 };
 
@@ -294,13 +294,13 @@ auto visit_layouts(const PairPositions& pos, Visit&& visit) {
   using Interleaved = std::integral_constant<Layout, Layout::kInterleaved>;
   using SplitLanes = std::integral_constant<Layout, Layout::kSplitLanes>;
   switch (pos.mode) {
-    case RopeMode::kHalf:
-    case RopeMode::kQuarter:
+    case RotaryPositionEmbeddingMode::kHalf:
+    case RotaryPositionEmbeddingMode::kQuarter:
       if (std::is_same_v<T, bfloat16> && pos.offset() % 16 == 0) return visit(SplitLanes{}, SplitLanes{});
       return visit(Split{}, Split{});
-    case RopeMode::kInterleave:
+    case RotaryPositionEmbeddingMode::kInterleave:
       return visit(Interleaved{}, Interleaved{});
-    case RopeMode::kInterleaveHalf:
+    case RotaryPositionEmbeddingMode::kInterleaveHalf:
       break;
   }
   return visit(Split{}, Interleaved{});

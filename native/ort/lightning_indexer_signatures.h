@@ -8,20 +8,20 @@
 #include <optional>
 #include <string>
 
-#include "kernels/sparse_rows.h"
+#include "kernels/lightning_indexer_rows.h"
 #include "ort/io.h"
 
 namespace oao {
 
 // Geometry of one call: batch spans, heads, head dim and top-k width.
-struct IndexerShape {
+struct LightningIndexerShape {
   TokenSpans spans;
   int64_t n1 = 0, d = 0, k = 0;
 };
 
-class IndexerChecks {
+class LightningIndexerChecks {
  public:
-  IndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode) : op_(op), layout_(layout) {
+  LightningIndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode) : op_(op), layout_(layout) {
     if (layout != "BSND" && layout != "TND") {
       error_ = "attribute 'layout' is " + quoted(layout) + "; it must be 'BSND' or 'TND'";
     } else if (sparse_mode != 0 && sparse_mode != 3) {
@@ -32,7 +32,7 @@ class IndexerChecks {
   bool tnd() const { return layout_ == "TND"; }
 
   // query and key fix B (or T1, T2), N1 and D; key must have one head.
-  void query_key(const Shape& query, const Shape& key, IndexerShape& out) {
+  void query_key(const Shape& query, const Shape& key, LightningIndexerShape& out) {
     const size_t rank = tnd() ? 3 : 4;
     if (!ok()) return;
     if (query.size() != rank || key.size() != rank) {
@@ -106,7 +106,7 @@ class IndexerChecks {
     }
   }
 
-  void same_batches(const IndexerShape& s) {
+  void same_batches(const LightningIndexerShape& s) {
     if (ok() && s.spans.query_end.size() != s.spans.key_end.size()) {
       fail(
           "inputs 'actual_seq_lengths_query' and 'actual_seq_lengths_key' must have one value per batch "
@@ -138,7 +138,7 @@ class IndexerChecks {
 };
 
 // Sizes the CPU kernels' 32-bit BLAS can take.
-inline Ort::Status check_blas_sizes(const char* op, const IndexerShape& s) {
+inline Ort::Status check_blas_sizes(const char* op, const LightningIndexerShape& s) {
   if (s.n1 > INT_MAX || s.d > INT_MAX || s.k > INT_MAX || s.spans.key_rows() > INT_MAX)
     return op_error(op, "sizes past 2^31 - 1 (heads, head dim, top-k or key rows) are not supported");
   return Ort::Status(nullptr);
@@ -148,7 +148,7 @@ inline Ort::Status check_blas_sizes(const char* op, const IndexerShape& s) {
 using HostLengths = std::optional<Io::Untyped>;
 
 template <class T>
-struct IndexerSignature {
+struct LightningIndexerSignature {
   static constexpr const char* kName = "LightningIndexer";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
@@ -160,14 +160,14 @@ struct IndexerSignature {
   static constexpr Slot kOutputs[] = {{"sparse_indices", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
                                       {"sparse_values", kT}};
 
-  explicit IndexerSignature(const OrtKernelInfo* info)
+  explicit LightningIndexerSignature(const OrtKernelInfo* info)
       : layout(attribute<std::string>(info, "layout").value_or("BSND")),
         sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
         sparse_count(attribute<int64_t>(info, "sparse_count").value_or(2048)) {}
 
   Ort::Status check(const Shape& query, const Shape& key, const Shape& weights,
-                    const HostLengths& query_lengths, const HostLengths& key_lengths, IndexerShape& s) const {
-    IndexerChecks checks(kName, layout, sparse_mode);
+                    const HostLengths& query_lengths, const HostLengths& key_lengths, LightningIndexerShape& s) const {
+    LightningIndexerChecks checks(kName, layout, sparse_mode);
     checks.query_key(query, key, s);
     if (!checks.ok()) return checks.status();
     if (sparse_count < 1) {
@@ -194,7 +194,7 @@ struct IndexerSignature {
 };
 
 template <class T>
-struct IndexerGradSignature {
+struct LightningIndexerGradSignature {
   static constexpr const char* kName = "LightningIndexerGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
@@ -209,7 +209,7 @@ struct IndexerGradSignature {
 
   // pre_tokens, next_tokens and deterministic change nothing in the math (aclnn reads and ignores
   // the first two); the aclnn backend passes them on.
-  explicit IndexerGradSignature(const OrtKernelInfo* info)
+  explicit LightningIndexerGradSignature(const OrtKernelInfo* info)
       : layout(attribute<std::string>(info, "layout").value_or("BSND")),
         sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
         head_num(attribute<int64_t>(info, "head_num")),
@@ -219,8 +219,8 @@ struct IndexerGradSignature {
 
   Ort::Status check(const Shape& query, const Shape& key, const Shape& dy, const Shape& indices,
                     const Shape& weights, const HostLengths& query_lengths, const HostLengths& key_lengths,
-                    IndexerShape& s) const {
-    IndexerChecks checks(kName, layout, sparse_mode);
+                    LightningIndexerShape& s) const {
+    LightningIndexerChecks checks(kName, layout, sparse_mode);
     checks.query_key(query, key, s);
     if (!checks.ok()) return checks.status();
     s.k = dy.empty() ? 0 : dy.back();
@@ -236,7 +236,7 @@ struct IndexerGradSignature {
 
   // The contract's index rule: a counted slot holds -1 or a key row of its batch.
   template <class I>
-  Ort::Status check_indices(const I* indices, const IndexerShape& s) const {
+  Ort::Status check_indices(const I* indices, const LightningIndexerShape& s) const {
     const BadIndex bad = find_bad_index(indices, s.spans, s.k, static_cast<int>(sparse_mode));
     if (bad.token < 0) return Ort::Status(nullptr);
     return op_error(kName, "sparse_indices of token " + std::to_string(bad.token) + ", slot " +

@@ -67,7 +67,7 @@ std::vector<int64_t> table_rows(const std::vector<int64_t>& data_dims,
 }
 
 // Dtype, product, mode and shape rules shared by the forward (data = x) and the grad (data = dy).
-void check_rope(const aclTensor& data, const char* data_name, const aclTensor& cos, const aclTensor& sin,
+void check_rotary_position_embedding(const aclTensor& data, const char* data_name, const aclTensor& cos, const aclTensor& sin,
                 int64_t mode, bool is_grad) {
   check_dtype(data, data_name, {ACL_FLOAT, ACL_FLOAT16, ACL_BF16});
   check_same_dtype(cos, "cos", data, data_name);
@@ -115,7 +115,7 @@ Plan rope(const aclTensor* x_p, const aclTensor* cos_p, const aclTensor* sin_p, 
   const aclTensor& out = need(out_p, "out");
   check_same_dtype(out, "out", x, "x");
   check_contiguous(out, "out");
-  check_rope(x, "x", cos, sin, mode, false);
+  check_rotary_position_embedding(x, "x", cos, sin, mode, false);
   check_shape(out, "out", x.dims, "x's shape");
   auto compute = [x_p, cos_p, sin_p, out_p, mode] {
     const int64_t d = x_p->dims.back();
@@ -158,7 +158,7 @@ Plan rope_grad(const aclTensor* dy_p, const aclTensor* cos_p, const aclTensor* s
     check_contiguous(*dcos_p, "dcosOut");
     check_contiguous(*dsin_p, "dsinOut");
   }
-  check_rope(dy, "dy", cos, sin, mode, true);
+  check_rotary_position_embedding(dy, "dy", cos, sin, mode, true);
   check_shape(dx, "dxOut", dy.dims, "dy's shape");
   if (with_x) {
     check_shape(*x_p, "xOptional", dy.dims, "dy's shape");
@@ -224,8 +224,8 @@ ACLEMU_API aclnnStatus aclnnRotaryPositionEmbeddingGrad(void* workspace, uint64_
   return launch("aclnnRotaryPositionEmbeddingGrad", workspace, workspaceSize, executor, stream);
 }
 
-static_assert(std::is_same_v<decltype(&aclnnRotaryPositionEmbeddingGetWorkspaceSize), oao::acl::RopePrepare>);
+static_assert(std::is_same_v<decltype(&aclnnRotaryPositionEmbeddingGetWorkspaceSize), oao::acl::RotaryPositionEmbeddingPrepare>);
 static_assert(std::is_same_v<decltype(&aclnnRotaryPositionEmbedding), oao::acl::Launch>);
 static_assert(
-    std::is_same_v<decltype(&aclnnRotaryPositionEmbeddingGradGetWorkspaceSize), oao::acl::RopeGradPrepare>);
+    std::is_same_v<decltype(&aclnnRotaryPositionEmbeddingGradGetWorkspaceSize), oao::acl::RotaryPositionEmbeddingGradPrepare>);
 static_assert(std::is_same_v<decltype(&aclnnRotaryPositionEmbeddingGrad), oao::acl::Launch>);

@@ -9,7 +9,7 @@ namespace oao {
 
 // Checks the rules for `data` (dy, or the forward's x) of shape `shape` against cos and sin. cos
 // has data's rank, as in every aclnn layout (BNSD with 11SD, ..., TND with T1D).
-inline Ort::Status check_rope(const char* op, const char* data_name, const Shape& shape, const Shape& cos,
+inline Ort::Status check_rotary_position_embedding(const char* op, const char* data_name, const Shape& shape, const Shape& cos,
                               const Shape& sin, int64_t mode) {
   if (mode < 0 || mode > 3) {
     return op_error(op, "attribute 'mode' is " + std::to_string(mode) +
@@ -37,30 +37,30 @@ inline Ort::Status check_rope(const char* op, const char* data_name, const Shape
 }
 
 template <class T>
-struct RopeSignature {
+struct RotaryPositionEmbeddingSignature {
   static constexpr const char* kName = "RotaryPositionEmbedding";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr Slot kInputs[] = {{"x", kT}, {"cos", kT}, {"sin", kT}};
   static constexpr Slot kOutputs[] = {{"y", kT}};
 
-  explicit RopeSignature(const OrtKernelInfo* info) : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
+  explicit RotaryPositionEmbeddingSignature(const OrtKernelInfo* info) : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
 
   int64_t mode;
 };
 
 template <class T>
-struct RopeGradSignature {
+struct RotaryPositionEmbeddingGradSignature {
   static constexpr const char* kName = "RotaryPositionEmbeddingGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr Slot kInputs[] = {{"dy", kT}, {"cos", kT}, {"sin", kT}, {"x", kT, true}};
   static constexpr Slot kOutputs[] = {{"dx", kT}, {"dcos", kT, true}, {"dsin", kT, true}};
 
-  explicit RopeGradSignature(const OrtKernelInfo* info)
+  explicit RotaryPositionEmbeddingGradSignature(const OrtKernelInfo* info)
       : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
 
   Ort::Status check(const Shape& dy, const Shape& cos, const Shape& sin,
                     const std::optional<Shape>& x) const {
-    if (auto status = check_rope(kName, "dy", dy, cos, sin, mode); !status.IsOK()) return status;
+    if (auto status = check_rotary_position_embedding(kName, "dy", dy, cos, sin, mode); !status.IsOK()) return status;
     if (x && *x != dy) {
       return op_error(kName,
                       "input 'x' has shape " + shape_str(*x) + " but must equal dy's shape " + shape_str(dy));

@@ -1,4 +1,4 @@
-#include "lightning.h"
+#include "lightning_indexer_layouts.h"
 
 #include <algorithm>
 #include <cstring>

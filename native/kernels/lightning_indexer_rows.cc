@@ -1,4 +1,4 @@
-#include "kernels/sparse_rows.h"
+#include "kernels/lightning_indexer_rows.h"
 
 #include <cblas.h>
 #include <immintrin.h>

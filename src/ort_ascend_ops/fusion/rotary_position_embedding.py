@@ -12,7 +12,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
-from ..reference._opset import DOMAIN
+from ..domain import DOMAIN
 from .values import constant_list, dims, elem_type, is_last_axis, same_dim
 
 HALF, INTERLEAVE = 0, 1  # our modes

@@ -1,10 +1,10 @@
-#include "kernels/rope_pairs.h"
+#include "kernels/rotary_position_embedding_pairs.h"
 
 #include <algorithm>
 
 namespace oao {
 
-RopeRows::RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape) {
+RotaryPositionEmbeddingRows::RotaryPositionEmbeddingRows(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& cos_shape) {
   int64_t stride = 1;
   for (size_t i = dy_shape.size() - 1; i-- > 0;) {
     if (dy_shape[i] > 1) {
@@ -23,7 +23,7 @@ RopeRows::RopeRows(const std::vector<int64_t>& dy_shape, const std::vector<int64
   if (stride == 0) cos_rows_ = per_cos_row_ = outer_per_cos_row_ = 0;
 }
 
-int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
+int64_t RotaryPositionEmbeddingRows::decode(const std::vector<Axis>& axes, int64_t index) {
   int64_t row = 0;
   for (size_t i = axes.size(); i-- > 0;) {
     row += index % axes[i].size * axes[i].dy_stride;
@@ -32,7 +32,7 @@ int64_t RopeRows::decode(const std::vector<Axis>& axes, int64_t index) {
   return row;
 }
 
-std::vector<std::pair<int64_t, int64_t>> RopeRows::runs(int64_t begin, int64_t end) const {
+std::vector<std::pair<int64_t, int64_t>> RotaryPositionEmbeddingRows::runs(int64_t begin, int64_t end) const {
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (int64_t m = begin; m < end; ++m) {
     const int64_t offset = dy_row(0, m);
@@ -45,7 +45,7 @@ std::vector<std::pair<int64_t, int64_t>> RopeRows::runs(int64_t begin, int64_t e
   return runs;
 }
 
-RopeSplit::RopeSplit(const RopeRows& rows, bool sums) {
+RotaryPositionEmbeddingSplit::RotaryPositionEmbeddingSplit(const RotaryPositionEmbeddingRows& rows, bool sums) {
   constexpr int64_t kTasks = 64;
   groups = std::min(rows.cos_rows(), kTasks);
   const int64_t for_threads = groups == 0 ? 1 : (kTasks + groups - 1) / groups;

@@ -5,19 +5,19 @@
 
 #include "aclnn/call.h"
 #include "aclnn/limits.h"
-#include "ort/lightning_indexer_shapes.h"
+#include "ort/lightning_indexer_signatures.h"
 
 namespace oao {
 
 template <class T>
-Ort::Status check_indexer_type(const char* op) {
+Ort::Status check_lightning_indexer_type(const char* op) {
   if constexpr (std::is_same_v<T, float>) {
     return op_error(op, std::string("aclnn") + op + " takes float16 or bfloat16 inputs, not float32");
   }
   return Ort::Status(nullptr);
 }
 
-inline Ort::Status check_indexer_family(const char* op, acl::Family family) {
+inline Ort::Status check_lightning_indexer_family(const char* op, acl::Family family) {
   using acl::Family;
   return one_of(family, {Family::kA2, Family::kA3, Family::k950, Family::kUnknown})
              ? Ort::Status(nullptr)
@@ -59,14 +59,14 @@ inline const aclTensor* lengths_tensor(AclnnCall& call, const Io& io, size_t inp
   return tnd && lengths ? call.tensor(lengths->data, lengths->shape, ACL_INT32) : nullptr;
 }
 
-inline Ort::Status check_head_dim(const char* op, const IndexerShape& s) {
+inline Ort::Status check_head_dim(const char* op, const LightningIndexerShape& s) {
   if (s.d == 128) return Ort::Status(nullptr);
   return op_error(
       op, std::string("aclnn") + op + " needs head dim D = 128; query has D = " + std::to_string(s.d));
 }
 
 // Batches and their lengths: B in [1, 1024], S1 in [1, 128K], S2 in [min_key_rows, 128K].
-inline Ort::Status check_batches(const char* op, const IndexerShape& s, int64_t min_key_rows) {
+inline Ort::Status check_batches(const char* op, const LightningIndexerShape& s, int64_t min_key_rows) {
   constexpr int64_t kMaxSeq = 128 * 1024;
   const auto batches = static_cast<int64_t>(s.spans.query_end.size());
   if (batches < 1 || batches > 1024) {
@@ -88,7 +88,7 @@ inline Ort::Status check_batches(const char* op, const IndexerShape& s, int64_t 
 
 // The vendor kernel reads every counted slot as a key row, -1 included (NOTES.md); the contract
 // skips a -1 there, so aclnn gets none: refused here rather than read out of bounds on the device.
-inline Ort::Status check_no_skipped_slots(const char* op, const int32_t* indices, const IndexerShape& s,
+inline Ort::Status check_no_skipped_slots(const char* op, const int32_t* indices, const LightningIndexerShape& s,
                                           int sparse_mode) {
   const std::vector<int64_t> batch_of = s.spans.batch_of_tokens();
   for (int64_t t = 0; t < s.spans.tokens(); ++t) {

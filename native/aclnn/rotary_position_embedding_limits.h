@@ -11,7 +11,7 @@
 
 namespace oao {
 
-struct RopeCall {
+struct RotaryPositionEmbeddingCall {
   const char* op;
   const char* data_name;  // "x" or "dy"
   bool grad;
@@ -36,7 +36,7 @@ inline bool any_matches(const Shape& data, const Shape& cos, const std::vector<s
 
 // A2/A3: half mode takes 11SD, B1SD, BNSD, 1S1D, BS1D, S11D, SB1D, SBND (and T1D, TND); interleave
 // only the position-only forms 11SD, 1S1D, S11D, T1D.
-inline Ort::Status check_rope_atlas(const RopeCall& c, const Shape& data, const Shape& cos, int64_t mode) {
+inline Ort::Status check_rope_atlas(const RotaryPositionEmbeddingCall& c, const Shape& data, const Shape& cos, int64_t mode) {
   const std::string where = std::string(" on ") + acl::family_name(acl::Family::kA2) + "/A3";
   if (mode > 1) {
     return op_error(c.op, "attribute 'mode' is " + std::to_string(mode) + "; aclnn" + c.op +
@@ -81,7 +81,7 @@ inline Ort::Status check_rope_atlas(const RopeCall& c, const Shape& data, const 
   return Ort::Status(nullptr);
 }
 
-inline Ort::Status check_rope_product(const RopeCall& c, acl::Family family, const Shape& data,
+inline Ort::Status check_rope_product(const RotaryPositionEmbeddingCall& c, acl::Family family, const Shape& data,
                                       const Shape& cos, int64_t mode) {
   using acl::Family;
   if (auto status = check_rank(c.op, c.data_name, data, 3, 4); !status.IsOK()) return status;

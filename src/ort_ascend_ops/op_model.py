@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ..opschema import Dim, infer_outputs, load_op_specs
-from ._opset import DOMAIN, VERSION
-from .portable import DEFAULT_ONNX_OPSET, attach_functions
+from .domain import DOMAIN, VERSION
+from .opschema import Dim, infer_outputs, load_op_specs
+from .reference.portable import DEFAULT_ONNX_OPSET, attach_functions
 
 IR_VERSION = 10  # accepted by both onnx 1.23 and ONNX Runtime 1.32
 

@@ -10,6 +10,7 @@
 
 #include "kernels/lightning_indexer_rows.h"
 #include "ort/io.h"
+#include "ort/schema.h"
 
 namespace oao {
 
@@ -161,9 +162,10 @@ struct LightningIndexerSignature {
                                       {"sparse_values", kT}};
 
   explicit LightningIndexerSignature(const OrtKernelInfo* info)
-      : layout(attribute<std::string>(info, "layout").value_or("BSND")),
-        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
-        sparse_count(attribute<int64_t>(info, "sparse_count").value_or(2048)) {}
+      : layout(attribute<std::string>(info, "layout").value_or(schema::LightningIndexer::kLayout)),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(schema::LightningIndexer::kSparseMode)),
+        sparse_count(
+            attribute<int64_t>(info, "sparse_count").value_or(schema::LightningIndexer::kSparseCount)) {}
 
   Ort::Status check(const Shape& query, const Shape& key, const Shape& weights,
                     const HostLengths& query_lengths, const HostLengths& key_lengths, LightningIndexerShape& s) const {
@@ -210,12 +212,15 @@ struct LightningIndexerGradSignature {
   // pre_tokens, next_tokens and deterministic change nothing in the math (aclnn reads and ignores
   // the first two); the aclnn backend passes them on.
   explicit LightningIndexerGradSignature(const OrtKernelInfo* info)
-      : layout(attribute<std::string>(info, "layout").value_or("BSND")),
-        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(3)),
+      : layout(attribute<std::string>(info, "layout").value_or(schema::LightningIndexerGrad::kLayout)),
+        sparse_mode(
+            attribute<int64_t>(info, "sparse_mode").value_or(schema::LightningIndexerGrad::kSparseMode)),
         head_num(attribute<int64_t>(info, "head_num")),
-        pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(INT64_MAX)),
-        next_tokens(attribute<int64_t>(info, "next_tokens").value_or(INT64_MAX)),
-        deterministic(attribute<int64_t>(info, "deterministic").value_or(0) != 0) {}
+        pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(schema::LightningIndexerGrad::kPreTokens)),
+        next_tokens(
+            attribute<int64_t>(info, "next_tokens").value_or(schema::LightningIndexerGrad::kNextTokens)),
+        deterministic(attribute<int64_t>(info, "deterministic")
+                          .value_or(schema::LightningIndexerGrad::kDeterministic) != 0) {}
 
   Ort::Status check(const Shape& query, const Shape& key, const Shape& dy, const Shape& indices,
                     const Shape& weights, const HostLengths& query_lengths, const HostLengths& key_lengths,

@@ -3,21 +3,14 @@
 #pragma once
 
 #include "ort/glue.h"
+#include "ort/schema.h"
 
 namespace oao {
 
-void add_rms_norm_cpu(OpList& ops);
-void add_rms_norm_grad_cpu(OpList& ops);
-void add_rotary_position_embedding_cpu(OpList& ops);
-void add_rotary_position_embedding_grad_cpu(OpList& ops);
-void add_lightning_indexer_cpu(OpList& ops);
-void add_lightning_indexer_grad_cpu(OpList& ops);
-
-void add_rms_norm_aclnn(OpList& ops);
-void add_rms_norm_grad_aclnn(OpList& ops);
-void add_rotary_position_embedding_aclnn(OpList& ops);
-void add_rotary_position_embedding_grad_aclnn(OpList& ops);
-void add_lightning_indexer_aclnn(OpList& ops);
-void add_lightning_indexer_grad_aclnn(OpList& ops);
+#define OAO_DECLARE_OP(op)          \
+  void add_##op##_cpu(OpList& ops); \
+  void add_##op##_aclnn(OpList& ops);
+OAO_SCHEMA_OPS(OAO_DECLARE_OP)
+#undef OAO_DECLARE_OP
 
 }  // namespace oao

@@ -8,27 +8,20 @@
 namespace oao {
 namespace {
 
-constexpr const char* kDomain = "ort_ascend_ops";
-
-// Every op, once per execution provider.
+// Every op of the schemas, once per execution provider.
 struct OpRow {
   void (*cpu)(OpList&);
   void (*aclnn)(OpList&);
 };
-constexpr OpRow kOpTable[] = {
-    {add_rms_norm_cpu, add_rms_norm_aclnn},
-    {add_rms_norm_grad_cpu, add_rms_norm_grad_aclnn},
-    {add_rotary_position_embedding_cpu, add_rotary_position_embedding_aclnn},
-    {add_rotary_position_embedding_grad_cpu, add_rotary_position_embedding_grad_aclnn},
-    {add_lightning_indexer_cpu, add_lightning_indexer_aclnn},
-    {add_lightning_indexer_grad_cpu, add_lightning_indexer_grad_aclnn},
-};
+#define OAO_OP_ROW(op) {add_##op##_cpu, add_##op##_aclnn},
+constexpr OpRow kOpTable[] = {OAO_SCHEMA_OPS(OAO_OP_ROW)};
+#undef OAO_OP_ROW
 
 // Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any
 // session lives, and every session registering the library shares them.
 struct Library {
   OpList ops;
-  Ort::CustomOpDomain domain{kDomain};
+  Ort::CustomOpDomain domain{schema::kDomain};
 
   Library() {
     for (const OpRow& row : kOpTable) {

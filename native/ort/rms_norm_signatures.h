@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ort/io.h"
+#include "ort/schema.h"
 
 namespace oao {
 
@@ -80,7 +81,7 @@ struct RmsNormSignature {
                                       {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
 
   explicit RmsNormSignature(const OrtKernelInfo* info)
-      : epsilon(attribute<float>(info, "epsilon").value_or(1e-6f)) {}
+      : epsilon(attribute<float>(info, "epsilon").value_or(schema::RmsNorm::kEpsilon)) {}
 
   struct Args {
     Input<T> x;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ort/io.h"
+#include "ort/schema.h"
 
 namespace oao {
 
@@ -43,7 +44,8 @@ struct RotaryPositionEmbeddingSignature {
   static constexpr Slot kInputs[] = {{"x", kT}, {"cos", kT}, {"sin", kT}};
   static constexpr Slot kOutputs[] = {{"y", kT}};
 
-  explicit RotaryPositionEmbeddingSignature(const OrtKernelInfo* info) : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
+  explicit RotaryPositionEmbeddingSignature(const OrtKernelInfo* info)
+      : mode(attribute<int64_t>(info, "mode").value_or(schema::RotaryPositionEmbedding::kMode)) {}
 
   int64_t mode;
 };
@@ -56,7 +58,7 @@ struct RotaryPositionEmbeddingGradSignature {
   static constexpr Slot kOutputs[] = {{"dx", kT}, {"dcos", kT, true}, {"dsin", kT, true}};
 
   explicit RotaryPositionEmbeddingGradSignature(const OrtKernelInfo* info)
-      : mode(attribute<int64_t>(info, "mode").value_or(0)) {}
+      : mode(attribute<int64_t>(info, "mode").value_or(schema::RotaryPositionEmbeddingGrad::kMode)) {}
 
   Ort::Status check(const Shape& dy, const Shape& cos, const Shape& sin,
                     const std::optional<Shape>& x) const {

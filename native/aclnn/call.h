@@ -29,6 +29,14 @@ struct AllocatorRelease {
 using DeviceAllocator = std::unique_ptr<OrtAllocator, AllocatorRelease>;
 DeviceAllocator device_allocator(const OrtKernelInfo* info);
 
+// An aclnn kernel: the op's signature, and the device allocator its calls take memory from.
+template <class OpSignature>
+struct AclnnKernel : OpSignature {
+  explicit AclnnKernel(const OrtKernelInfo* info) : OpSignature(info), allocator(device_allocator(info)) {}
+
+  DeviceAllocator allocator;
+};
+
 class DeviceBuffer;
 
 class AclnnCall {

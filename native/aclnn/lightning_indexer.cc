@@ -24,22 +24,19 @@ Ort::Status check_sparse_count(const char* op, int64_t k) {
 }
 
 template <class T>
-struct LightningIndexerAclnn : LightningIndexerSignature<T> {
-  explicit LightningIndexerAclnn(const OrtKernelInfo* info)
-      : LightningIndexerSignature<T>(info), allocator(device_allocator(info)) {}
+struct LightningIndexerAclnn : LightningIndexerAclnnKernel<LightningIndexerSignature<T>> {
+  using LightningIndexerAclnnKernel<LightningIndexerSignature<T>>::LightningIndexerAclnnKernel;
+  using typename LightningIndexerAclnnKernel<LightningIndexerSignature<T>>::Args;
 
-  Ort::Status Compute(const Io& io) const {
+  Ort::Status read(const Io& io, Args& a) const {
+    this->inputs(io, a);
+    return this->check_on_host(io, a);
+  }
+
+  Ort::Status run(const Io& io, Args& a) const {
     const char* op = this->kName;
-    if (auto status = check_lightning_indexer_type<T>(op); !status.IsOK()) return status;
-    const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);
-    AclnnCall call(op, io, allocator.get());
-    const bool tnd = this->layout == "TND";
-    HostLengthPair lengths;
-    if (auto status = lengths.read(op, call, io, 3, tnd); !status.IsOK()) return status;
-    LightningIndexerShape s;
-    if (auto status = this->check(query.shape, key.shape, weights.shape, lengths.query(), lengths.key(), s);
-        !status.IsOK())
-      return status;
+    AclnnCall& call = *a.call;
+    const LightningIndexerShape& s = a.s;
     const acl::Family family = call.cann().family();
     if (auto status =
             first_error([&] { return check_lightning_indexer_family(op, family); },
@@ -47,7 +44,7 @@ struct LightningIndexerAclnn : LightningIndexerSignature<T> {
                         [&] { return check_sparse_count(op, s.k); }, [&] { return check_signature(call); });
         !status.IsOK())
       return status;
-    const Shape out_shape = this->output_shape(query.shape);
+    const Shape out_shape = this->output_shape(a.query.shape);
     auto* indices = io.output<int32_t>(0, out_shape);
     auto* values = io.output<T>(1, out_shape);
     if (s.spans.tokens() == 0) return Ort::Status(nullptr);  // nothing to select; aclnn refuses empty tensors
@@ -56,14 +53,16 @@ struct LightningIndexerAclnn : LightningIndexerSignature<T> {
     Shape acl_out_shape = out_shape;
     acl_out_shape.insert(acl_out_shape.end() - 1, 1);
     constexpr aclDataType type = acl_type<T>();
+    const bool tnd = this->tnd();
     std::string layout = this->layout;  // aclnn takes char*, and two of them
     std::string layout_key = this->layout;
     return call.run<acl::LightningIndexerPrepare>(
-        "aclnnLightningIndexer", call.tensor(query.data, query.shape, type),
-        call.tensor(key.data, key.shape, type), call.tensor(weights.data, weights.shape, type),
-        lengths_tensor(call, io, 3, tnd), lengths_tensor(call, io, 4, tnd), nullptr, layout.data(),
-        layout_key.data(), this->sparse_count, this->sparse_mode, int64_t{INT64_MAX}, int64_t{INT64_MAX},
-        true, call.tensor(indices, acl_out_shape, ACL_INT32), call.tensor(values, acl_out_shape, type));
+        "aclnnLightningIndexer", call.tensor(a.query.data, a.query.shape, type),
+        call.tensor(a.key.data, a.key.shape, type), call.tensor(a.weights.data, a.weights.shape, type),
+        lengths_tensor(call, a.query_lengths, tnd), lengths_tensor(call, a.key_lengths, tnd), nullptr,
+        layout.data(), layout_key.data(), this->sparse_count, this->sparse_mode, int64_t{INT64_MAX},
+        int64_t{INT64_MAX}, true, call.tensor(indices, acl_out_shape, ACL_INT32),
+        call.tensor(values, acl_out_shape, type));
   }
 
   // Custom operator packages carried an older aclnnLightningIndexer without pre/next tokens and
@@ -78,8 +77,6 @@ struct LightningIndexerAclnn : LightningIndexerSignature<T> {
             .c_str(),
         ORT_NOT_IMPLEMENTED);
   }
-
-  DeviceAllocator allocator;
 };
 
 }  // namespace

@@ -11,35 +11,30 @@ Ort::Status check_heads_and_k(const char* op, const LightningIndexerShape& s) {
 }
 
 template <class T>
-struct LightningIndexerGradAclnn : LightningIndexerGradSignature<T> {
-  explicit LightningIndexerGradAclnn(const OrtKernelInfo* info)
-      : LightningIndexerGradSignature<T>(info), allocator(device_allocator(info)) {}
+struct LightningIndexerGradAclnn : LightningIndexerAclnnKernel<LightningIndexerGradSignature<T>> {
+  using LightningIndexerAclnnKernel<LightningIndexerGradSignature<T>>::LightningIndexerAclnnKernel;
+  using typename LightningIndexerAclnnKernel<LightningIndexerGradSignature<T>>::Args;
 
-  Ort::Status Compute(const Io& io) const {
+  Ort::Status read(const Io& io, Args& a) const {
+    this->inputs(io, a);
+    if (auto status = check_int32(this->kName, "sparse_indices", a.indices.type); !status.IsOK())
+      return status;
+    return this->check_on_host(io, a);
+  }
+
+  Ort::Status run(const Io& io, Args& a) const {
     const char* op = this->kName;
-    if (auto status = check_lightning_indexer_type<T>(op); !status.IsOK()) return status;
-    const auto query = *io.input<T>(0), key = *io.input<T>(1), dy = *io.input<T>(2),
-               weights = *io.input<T>(4);
-    const auto indices = *io.untyped_input(3);
-    if (auto status = check_int32(op, "sparse_indices", indices.type); !status.IsOK()) return status;
-    AclnnCall call(op, io, allocator.get());
-    const bool tnd = this->layout == "TND";
-    HostLengthPair lengths;
-    LightningIndexerShape s;
+    AclnnCall& call = *a.call;
+    const LightningIndexerShape& s = a.s;
     const acl::Family family = call.cann().family();
     if (auto status = first_error(
-            [&] { return lengths.read(op, call, io, 5, tnd); },
-            [&] {
-              return this->check(query.shape, key.shape, dy.shape, indices.shape, weights.shape,
-                                 lengths.query(), lengths.key(), s);
-            },
             [&] { return check_lightning_indexer_family(op, family); }, [&] { return check_head_dim(op, s); },
             [&] { return check_heads_and_k(op, s); }, [&] { return check_batches(op, s, s.k); });
         !status.IsOK())
       return status;
     // The vendor kernel reads whatever index it is given; the contract makes a bad one an error,
     // which takes the indices on the host.
-    const auto host_indices = call.to_host<int32_t>(indices.data, element_count(indices.shape));
+    const auto host_indices = call.to_host<int32_t>(a.indices.data, element_count(a.indices.shape));
     if (auto status = first_error([&] { return this->check_indices(host_indices.data(), s); },
                                   [&] {
                                     return check_no_skipped_slots(op, host_indices.data(), s,
@@ -48,19 +43,19 @@ struct LightningIndexerGradAclnn : LightningIndexerGradSignature<T> {
         !status.IsOK())
       return status;
     constexpr aclDataType type = acl_type<T>();
+    const bool tnd = this->tnd();
     std::string layout = this->layout;  // aclnn takes a char*
     return call.run<acl::LightningIndexerGradPrepare>(
-        "aclnnLightningIndexerGrad", call.tensor(query.data, query.shape, type),
-        call.tensor(key.data, key.shape, type), call.tensor(dy.data, dy.shape, type),
-        call.tensor(indices.data, indices.shape, ACL_INT32), call.tensor(weights.data, weights.shape, type),
-        lengths_tensor(call, io, 5, tnd), lengths_tensor(call, io, 6, tnd), *this->head_num, layout.data(),
-        this->sparse_mode, this->pre_tokens, this->next_tokens, this->deterministic,
-        call.tensor(io.output<T>(0, query.shape), query.shape, type),
-        call.tensor(io.output<T>(1, key.shape), key.shape, type),
-        call.tensor(io.output<T>(2, weights.shape), weights.shape, type));
+        "aclnnLightningIndexerGrad", call.tensor(a.query.data, a.query.shape, type),
+        call.tensor(a.key.data, a.key.shape, type), call.tensor(a.dy.data, a.dy.shape, type),
+        call.tensor(a.indices.data, a.indices.shape, ACL_INT32),
+        call.tensor(a.weights.data, a.weights.shape, type), lengths_tensor(call, a.query_lengths, tnd),
+        lengths_tensor(call, a.key_lengths, tnd), *this->head_num, layout.data(), this->sparse_mode,
+        this->pre_tokens, this->next_tokens, this->deterministic,
+        call.tensor(io.output<T>(0, a.query.shape), a.query.shape, type),
+        call.tensor(io.output<T>(1, a.key.shape), a.key.shape, type),
+        call.tensor(io.output<T>(2, a.weights.shape), a.weights.shape, type));
   }
-
-  DeviceAllocator allocator;
 };
 
 }  // namespace

@@ -3,19 +3,13 @@
 // query heads, and the per-product support.
 #pragma once
 
+#include <optional>
+
 #include "aclnn/call.h"
 #include "aclnn/limits.h"
 #include "ort/lightning_indexer_signatures.h"
 
 namespace oao {
-
-template <class T>
-Ort::Status check_lightning_indexer_type(const char* op) {
-  if constexpr (std::is_same_v<T, float>) {
-    return op_error(op, std::string("aclnn") + op + " takes float16 or bfloat16 inputs, not float32");
-  }
-  return Ort::Status(nullptr);
-}
 
 inline Ort::Status check_lightning_indexer_family(const char* op, acl::Family family) {
   using acl::Family;
@@ -30,14 +24,16 @@ inline Ort::Status check_int32(const char* op, const char* name, ONNXTensorEleme
                           " (its operator definition takes int32 only)");
 }
 
-// TND's sequence lengths (inputs `first` and `first + 1`) read back to the host for the contract's
-// checks, the host waiting for the stream; BSND takes none, so nothing is read.
+// TND's sequence lengths read back to the host for the contract's checks, the host waiting for the
+// stream; BSND takes none, so nothing is read.
 class HostLengthPair {
  public:
-  Ort::Status read(const char* op, AclnnCall& call, const Io& io, size_t first, bool tnd) {
+  Ort::Status read(const char* op, AclnnCall& call, const HostLengths& query, const HostLengths& key,
+                   bool tnd) {
     const char* names[] = {"actual_seq_lengths_query", "actual_seq_lengths_key"};
+    lengths_[0] = query;
+    lengths_[1] = key;
     for (size_t i = 0; i < 2; ++i) {
-      lengths_[i] = io.untyped_input(first + i);
       if (!lengths_[i] || !tnd) continue;
       if (auto status = check_int32(op, names[i], lengths_[i]->type); !status.IsOK()) return status;
       storage_[i] = call.to_host<int32_t>(lengths_[i]->data, element_count(lengths_[i]->shape));
@@ -54,10 +50,38 @@ class HostLengthPair {
 };
 
 // TND's sequence lengths as aclnn takes them (int32, checked by HostLengthPair); none for BSND.
-inline const aclTensor* lengths_tensor(AclnnCall& call, const Io& io, size_t input, bool tnd) {
-  const auto lengths = io.untyped_input(input);
+inline const aclTensor* lengths_tensor(AclnnCall& call, const HostLengths& lengths, bool tnd) {
   return tnd && lengths ? call.tensor(lengths->data, lengths->shape, ACL_INT32) : nullptr;
 }
+
+// What the aclnn kernels of LightningIndexer and its grad share: float16 and bfloat16 only (a
+// float32 kernel reports that), and the call opened while the inputs are read, to copy TND's
+// lengths to the host for the contract's checks.
+template <class OpSignature>
+struct LightningIndexerAclnnKernel : AclnnKernel<OpSignature> {
+  static constexpr bool kTypesAllowed = OpSignature::kT != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  static Ort::Status type_error() {
+    return op_error(OpSignature::kName, std::string("aclnn") + OpSignature::kName +
+                                            " takes float16 or bfloat16 inputs, not float32");
+  }
+
+  using AclnnKernel<OpSignature>::AclnnKernel;
+
+  struct Args : OpSignature::Args {
+    std::optional<AclnnCall> call;
+    HostLengthPair host_lengths;
+  };
+
+  // The call opened, the lengths on the host and the inputs checked against the contract.
+  Ort::Status check_on_host(const Io& io, Args& a) const {
+    AclnnCall& call = a.call.emplace(OpSignature::kName, io, this->allocator.get());
+    if (auto status =
+            a.host_lengths.read(OpSignature::kName, call, a.query_lengths, a.key_lengths, this->tnd());
+        !status.IsOK())
+      return status;
+    return this->check(a, a.host_lengths.query(), a.host_lengths.key());
+  }
+};
 
 inline Ort::Status check_head_dim(const char* op, const LightningIndexerShape& s) {
   if (s.d == 128) return Ort::Status(nullptr);

@@ -7,38 +7,28 @@ namespace oao {
 namespace {
 
 template <class T, class TG>
-struct RmsNormAclnn : RmsNormSignature<T, TG> {
-  explicit RmsNormAclnn(const OrtKernelInfo* info)
-      : RmsNormSignature<T, TG>(info), allocator(device_allocator(info)) {}
-
-  Ort::Status Compute(const Io& io) const {
-    if constexpr (!allowed_pair<T, TG>()) {
-      return pair_error<T, TG>(this->kName);
-    } else {
-      typename RmsNormSignature<T, TG>::Args a;
-      if (auto status = this->read(io, a); !status.IsOK()) return status;
-      // Rows of no elements would still need an rstd, and aclnn's tiling refuses empty axes.
-      if (a.g.cols == 0 && a.g.rows > 0) {
-        return op_error(this->kName, "input 'gamma' " + shape_str(a.gamma.shape) +
-                                         " is empty; aclnnRmsNorm refuses empty normalized axes");
-      }
-      AclnnCall call(this->kName, io, allocator.get());
-      if (auto status = check_rms_norm_product<T, TG>(this->kName, call.cann().family(), a.x.shape, a.g.cols);
-          !status.IsOK())
-        return status;
-      const Shape rstd_dims = rstd_shape(a.x.shape, a.g.n);
-      auto* y = io.output<T>(0, a.x.shape);
-      auto* rstd = io.output<float>(1, rstd_dims);
-      if (a.g.rows == 0)
-        return Ort::Status(nullptr);  // nothing to compute; aclnn's tiling refuses empty axes
-      return call.run<acl::RmsNormPrepare>(
-          "aclnnRmsNorm", call.tensor(a.x.data, a.x.shape, acl_type<T>()),
-          call.tensor(a.gamma.data, a.gamma.shape, acl_type<TG>()), static_cast<double>(this->epsilon),
-          call.tensor(y, a.x.shape, acl_type<T>()), call.tensor(rstd, rstd_dims, ACL_FLOAT));
+struct RmsNormAclnn : AclnnKernel<RmsNormSignature<T, TG>> {
+  using AclnnKernel<RmsNormSignature<T, TG>>::AclnnKernel;
+  using typename AclnnKernel<RmsNormSignature<T, TG>>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    // Rows of no elements would still need an rstd, and aclnn's tiling refuses empty axes.
+    if (a.g.cols == 0 && a.g.rows > 0) {
+      return op_error(this->kName, "input 'gamma' " + shape_str(a.gamma.shape) +
+                                       " is empty; aclnnRmsNorm refuses empty normalized axes");
     }
+    AclnnCall call(this->kName, io, this->allocator.get());
+    if (auto status = check_rms_norm_product<T, TG>(this->kName, call.cann().family(), a.x.shape, a.g.cols);
+        !status.IsOK())
+      return status;
+    const Shape rstd_dims = rstd_shape(a.x.shape, a.g.n);
+    auto* y = io.output<T>(0, a.x.shape);
+    auto* rstd = io.output<float>(1, rstd_dims);
+    if (a.g.rows == 0) return Ort::Status(nullptr);  // nothing to compute; aclnn's tiling refuses empty axes
+    return call.run<acl::RmsNormPrepare>(
+        "aclnnRmsNorm", call.tensor(a.x.data, a.x.shape, acl_type<T>()),
+        call.tensor(a.gamma.data, a.gamma.shape, acl_type<TG>()), static_cast<double>(this->epsilon),
+        call.tensor(y, a.x.shape, acl_type<T>()), call.tensor(rstd, rstd_dims, ACL_FLOAT));
   }
-
-  DeviceAllocator allocator;
 };
 
 }  // namespace

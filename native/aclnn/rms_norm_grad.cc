@@ -7,35 +7,26 @@ namespace oao {
 namespace {
 
 template <class T, class TG>
-struct RmsNormGradAclnn : RmsNormGradSignature<T, TG> {
-  explicit RmsNormGradAclnn(const OrtKernelInfo* info)
-      : RmsNormGradSignature<T, TG>(info), allocator(device_allocator(info)) {}
-
-  Ort::Status Compute(const Io& io) const {
-    if constexpr (!allowed_pair<T, TG>()) {
-      return pair_error<T, TG>(this->kName);
-    } else {
-      typename RmsNormGradSignature<T, TG>::Args a;
-      if (auto status = this->read(io, a); !status.IsOK()) return status;
-      const Shape& shape = a.x.shape;
-      AclnnCall call(this->kName, io, allocator.get());
-      // The page's limit on inference products is on the last axis alone.
-      if (auto status = check_rms_norm_product<T, TG>(this->kName, call.cann().family(), shape, shape.back());
-          !status.IsOK())
-        return status;
-      auto* dx = io.output<T>(0, shape);
-      auto* dgamma = io.output<float>(1, a.gamma.shape);
-      // rstd goes in its keepdims form whatever shape it came in (aclnn only counts its elements).
-      return call.run<acl::RmsNormGradPrepare>(
-          "aclnnRmsNormGrad", call.tensor(a.dy.data, shape, acl_type<T>()),
-          call.tensor(a.x.data, shape, acl_type<T>()),
-          call.tensor(a.rstd.data, rstd_shape(shape, a.g.n), ACL_FLOAT),
-          call.tensor(a.gamma.data, a.gamma.shape, acl_type<TG>()), call.tensor(dx, shape, acl_type<T>()),
-          call.tensor(dgamma, a.gamma.shape, ACL_FLOAT));
-    }
+struct RmsNormGradAclnn : AclnnKernel<RmsNormGradSignature<T, TG>> {
+  using AclnnKernel<RmsNormGradSignature<T, TG>>::AclnnKernel;
+  using typename AclnnKernel<RmsNormGradSignature<T, TG>>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    const Shape& shape = a.x.shape;
+    AclnnCall call(this->kName, io, this->allocator.get());
+    // The page's limit on inference products is on the last axis alone.
+    if (auto status = check_rms_norm_product<T, TG>(this->kName, call.cann().family(), shape, shape.back());
+        !status.IsOK())
+      return status;
+    auto* dx = io.output<T>(0, shape);
+    auto* dgamma = io.output<float>(1, a.gamma.shape);
+    // rstd goes in its keepdims form whatever shape it came in (aclnn only counts its elements).
+    return call.run<acl::RmsNormGradPrepare>("aclnnRmsNormGrad", call.tensor(a.dy.data, shape, acl_type<T>()),
+                                             call.tensor(a.x.data, shape, acl_type<T>()),
+                                             call.tensor(a.rstd.data, rstd_shape(shape, a.g.n), ACL_FLOAT),
+                                             call.tensor(a.gamma.data, a.gamma.shape, acl_type<TG>()),
+                                             call.tensor(dx, shape, acl_type<T>()),
+                                             call.tensor(dgamma, a.gamma.shape, ACL_FLOAT));
   }
-
-  DeviceAllocator allocator;
 };
 
 }  // namespace

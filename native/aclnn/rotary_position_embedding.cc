@@ -7,27 +7,22 @@ namespace oao {
 namespace {
 
 template <class T>
-struct RotaryPositionEmbeddingAclnn : RotaryPositionEmbeddingSignature<T> {
-  explicit RotaryPositionEmbeddingAclnn(const OrtKernelInfo* info) : RotaryPositionEmbeddingSignature<T>(info), allocator(device_allocator(info)) {}
-
-  Ort::Status Compute(const Io& io) const {
-    const auto x = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);
-    if (auto status = check_rotary_position_embedding(this->kName, "x", x.shape, cos.shape, sin.shape, this->mode); !status.IsOK())
-      return status;
-    AclnnCall call(this->kName, io, allocator.get());
+struct RotaryPositionEmbeddingAclnn : AclnnKernel<RotaryPositionEmbeddingSignature<T>> {
+  using AclnnKernel<RotaryPositionEmbeddingSignature<T>>::AclnnKernel;
+  using typename AclnnKernel<RotaryPositionEmbeddingSignature<T>>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    AclnnCall call(this->kName, io, this->allocator.get());
     const RotaryPositionEmbeddingCall limits{this->kName, "x", false, false, std::is_same_v<T, Ort::BFloat16_t>};
-    if (auto status = check_rope_product(limits, call.cann().family(), x.shape, cos.shape, this->mode);
+    if (auto status = check_rope_product(limits, call.cann().family(), a.x.shape, a.cos.shape, this->mode);
         !status.IsOK())
       return status;
-    auto* y = io.output<T>(0, x.shape);
+    auto* y = io.output<T>(0, a.x.shape);
     constexpr aclDataType type = acl_type<T>();
-    return call.run<acl::RotaryPositionEmbeddingPrepare>("aclnnRotaryPositionEmbedding", call.tensor(x.data, x.shape, type),
-                                      call.tensor(cos.data, cos.shape, type),
-                                      call.tensor(sin.data, sin.shape, type), this->mode,
-                                      call.tensor(y, x.shape, type));
+    return call.run<acl::RotaryPositionEmbeddingPrepare>(
+        "aclnnRotaryPositionEmbedding", call.tensor(a.x.data, a.x.shape, type),
+        call.tensor(a.cos.data, a.cos.shape, type), call.tensor(a.sin.data, a.sin.shape, type), this->mode,
+        call.tensor(y, a.x.shape, type));
   }
-
-  DeviceAllocator allocator;
 };
 
 }  // namespace

@@ -92,8 +92,16 @@ class Io {
   const Slot* outputs_;
 };
 
-// Kernel::Compute behind ORT's C entry point: required inputs checked first, exceptions turned
-// into an error status.
+// What every op's Signature declares besides its slots: a Kernel<types...> outside the types the
+// op takes (registered so that it gets an error naming them) sets kTypesAllowed false and returns
+// that error from type_error().
+struct Signature {
+  static constexpr bool kTypesAllowed = true;
+};
+
+// Every kernel's opening behind ORT's C entry point: required inputs checked, the types, then the
+// op's inputs read into its Args and checked against the contract (Kernel::read), and only then
+// Kernel::run; exceptions turned into an error status.
 template <class Kernel>
 struct Entry : Kernel {
   using Kernel::Kernel;
@@ -107,14 +115,21 @@ struct Entry : Kernel {
                                          std::string("input '") + Kernel::kInputs[i].name + "' is required");
                        }
                      }
-                     return Kernel::Compute(io);
+                     if constexpr (!Kernel::kTypesAllowed) {
+                       return Kernel::type_error();
+                     } else {
+                       typename Kernel::Args args;
+                       if (auto status = Kernel::read(io, args); !status.IsOK()) return status;
+                       return Kernel::run(io, args);
+                     }
                    })
         .release();
   }
 };
 
 // An op whose Kernel provides kName, kInputs and kOutputs (Slot arrays), a constructor from the
-// OrtKernelInfo, and `Ort::Status Compute(const Io&)`.
+// OrtKernelInfo, its Args, `Ort::Status read(const Io&, Args&)` and
+// `Ort::Status run(const Io&, Args&)`.
 template <class Kernel>
 struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
   explicit DeclaredOp(const char* ep) : ep_(ep) {}

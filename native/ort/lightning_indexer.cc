@@ -10,16 +10,12 @@ template <class T>
 struct LightningIndexerKernel : LightningIndexerSignature<T> {
   using LightningIndexerSignature<T>::LightningIndexerSignature;
 
-  Ort::Status Compute(const Io& io) const {
-    const auto query = *io.input<T>(0), key = *io.input<T>(1), weights = *io.input<T>(2);
-    LightningIndexerShape s;
-    if (auto status =
-            this->check(query.shape, key.shape, weights.shape, io.untyped_input(3), io.untyped_input(4), s);
-        !status.IsOK())
-      return status;
+  using typename LightningIndexerSignature<T>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    const LightningIndexerShape& s = a.s;
     if (auto status = check_blas_sizes(this->kName, s); !status.IsOK()) return status;
-    const Shape out_shape = this->output_shape(query.shape);
-    lightning_indexer(query.data, key.data, weights.data, s.spans, s.n1, s.d, s.k,
+    const Shape out_shape = this->output_shape(a.query.shape);
+    lightning_indexer(a.query.data, a.key.data, a.weights.data, s.spans, s.n1, s.d, s.k,
                       static_cast<int>(this->sparse_mode), io.output<int32_t>(0, out_shape),
                       io.output<T>(1, out_shape), io.parallel());
     return Ort::Status(nullptr);

@@ -10,30 +10,23 @@ template <class T>
 struct LightningIndexerGradKernel : LightningIndexerGradSignature<T> {
   using LightningIndexerGradSignature<T>::LightningIndexerGradSignature;
 
-  Ort::Status Compute(const Io& io) const {
-    const auto query = *io.input<T>(0), key = *io.input<T>(1), dy = *io.input<T>(2),
-               weights = *io.input<T>(4);
-    const auto indices = *io.untyped_input(3);
-    LightningIndexerShape s;
-    if (auto status = this->check(query.shape, key.shape, dy.shape, indices.shape, weights.shape,
-                                  io.untyped_input(5), io.untyped_input(6), s);
-        !status.IsOK())
-      return status;
-    if (auto status = check_blas_sizes(this->kName, s); !status.IsOK()) return status;
-    if (indices.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
-      return run(io, query, key, dy, weights, static_cast<const int32_t*>(indices.data), s);
-    if (indices.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
-      return run(io, query, key, dy, weights, static_cast<const int64_t*>(indices.data), s);
+  using typename LightningIndexerGradSignature<T>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    if (auto status = check_blas_sizes(this->kName, a.s); !status.IsOK()) return status;
+    if (a.indices.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
+      return run(io, a, static_cast<const int32_t*>(a.indices.data));
+    if (a.indices.type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+      return run(io, a, static_cast<const int64_t*>(a.indices.data));
     return op_error(this->kName, "input 'sparse_indices' must be int32 or int64");
   }
 
   template <class I>
-  Ort::Status run(const Io& io, const Input<T>& query, const Input<T>& key, const Input<T>& dy,
-                  const Input<T>& weights, const I* indices, const LightningIndexerShape& s) const {
+  Ort::Status run(const Io& io, const Args& a, const I* indices) const {
+    const LightningIndexerShape& s = a.s;
     if (auto status = this->check_indices(indices, s); !status.IsOK()) return status;
-    lightning_indexer_grad(query.data, key.data, dy.data, indices, weights.data, s.spans, s.n1, s.d, s.k,
-                           static_cast<int>(this->sparse_mode), io.output<T>(0, query.shape),
-                           io.output<T>(1, key.shape), io.output<T>(2, weights.shape), io.parallel());
+    lightning_indexer_grad(a.query.data, a.key.data, a.dy.data, indices, a.weights.data, s.spans, s.n1, s.d,
+                           s.k, static_cast<int>(this->sparse_mode), io.output<T>(0, a.query.shape),
+                           io.output<T>(1, a.key.shape), io.output<T>(2, a.weights.shape), io.parallel());
     return Ort::Status(nullptr);
   }
 };

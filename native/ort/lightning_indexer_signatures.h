@@ -148,38 +148,77 @@ inline Ort::Status check_blas_sizes(const char* op, const LightningIndexerShape&
 // Lengths as the checks read them: host memory (the CPU's inputs, or copies of device ones).
 using HostLengths = std::optional<Io::Untyped>;
 
+constexpr ONNXTensorElementDataType kAnyType = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+
+// What both ops share: the layout and sparse_mode attributes (with Op's schema defaults), the
+// lengths and geometry in their Args, and read.
+template <class Op, class Defaults>
+struct LightningIndexerMode : Signature {
+  explicit LightningIndexerMode(const OrtKernelInfo* info)
+      : layout(attribute<std::string>(info, "layout").value_or(Defaults::kLayout)),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(Defaults::kSparseMode)) {}
+
+  bool tnd() const { return layout == "TND"; }
+
+  struct Lengths {
+    HostLengths query_lengths, key_lengths;  // as the node passes them (device memory under aclnn)
+    LightningIndexerShape s;
+  };
+
+  // The inputs, checked against the contract (Op::check; on the CPU the lengths are host memory).
+  template <class Args>
+  Ort::Status read(const Io& io, Args& a) const {
+    Op::inputs(io, a);
+    return static_cast<const Op&>(*this).check(a, a.query_lengths, a.key_lengths);
+  }
+
+  std::string layout;
+  int64_t sparse_mode;
+};
+
 template <class T>
-struct LightningIndexerSignature {
+struct LightningIndexerSignature
+    : LightningIndexerMode<LightningIndexerSignature<T>, schema::LightningIndexer> {
+  using Mode = LightningIndexerMode<LightningIndexerSignature<T>, schema::LightningIndexer>;
   static constexpr const char* kName = "LightningIndexer";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   static constexpr Slot kInputs[] = {{"query", kT},
                                      {"key", kT},
                                      {"weights", kT},
-                                     {"actual_seq_lengths_query", kAny, true},
-                                     {"actual_seq_lengths_key", kAny, true}};
+                                     {"actual_seq_lengths_query", kAnyType, true},
+                                     {"actual_seq_lengths_key", kAnyType, true}};
   static constexpr Slot kOutputs[] = {{"sparse_indices", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
                                       {"sparse_values", kT}};
 
   explicit LightningIndexerSignature(const OrtKernelInfo* info)
-      : layout(attribute<std::string>(info, "layout").value_or(schema::LightningIndexer::kLayout)),
-        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(schema::LightningIndexer::kSparseMode)),
+      : Mode(info),
         sparse_count(
             attribute<int64_t>(info, "sparse_count").value_or(schema::LightningIndexer::kSparseCount)) {}
 
-  Ort::Status check(const Shape& query, const Shape& key, const Shape& weights,
-                    const HostLengths& query_lengths, const HostLengths& key_lengths, LightningIndexerShape& s) const {
-    LightningIndexerChecks checks(kName, layout, sparse_mode);
-    checks.query_key(query, key, s);
+  struct Args : Mode::Lengths {
+    Input<T> query, key, weights;
+  };
+  static void inputs(const Io& io, Args& a) {
+    a.query = *io.input<T>(0);
+    a.key = *io.input<T>(1);
+    a.weights = *io.input<T>(2);
+    a.query_lengths = io.untyped_input(3);
+    a.key_lengths = io.untyped_input(4);
+  }
+  // The contract's rules, on the lengths in host memory.
+  Ort::Status check(Args& a, const HostLengths& query_lengths, const HostLengths& key_lengths) const {
+    LightningIndexerChecks checks(kName, this->layout, this->sparse_mode);
+    LightningIndexerShape& s = a.s;
+    checks.query_key(a.query.shape, a.key.shape, s);
     if (!checks.ok()) return checks.status();
     if (sparse_count < 1) {
       return op_error(kName,
                       "attribute 'sparse_count' is " + std::to_string(sparse_count) + "; it must be >= 1");
     }
     s.k = sparse_count;
-    checks.per_token("weights", weights, query, s.n1);
-    checks.lengths("actual_seq_lengths_query", query_lengths, query[0], s.spans.query_end);
-    checks.lengths("actual_seq_lengths_key", key_lengths, key[0], s.spans.key_end);
+    checks.per_token("weights", a.weights.shape, a.query.shape, s.n1);
+    checks.lengths("actual_seq_lengths_query", query_lengths, a.query.shape[0], s.spans.query_end);
+    checks.lengths("actual_seq_lengths_key", key_lengths, a.key.shape[0], s.spans.key_end);
     checks.same_batches(s);
     return checks.status();
   }
@@ -191,30 +230,28 @@ struct LightningIndexerSignature {
     return shape;
   }
 
-  std::string layout;
-  int64_t sparse_mode, sparse_count;
+  int64_t sparse_count;
 };
 
 template <class T>
-struct LightningIndexerGradSignature {
+struct LightningIndexerGradSignature
+    : LightningIndexerMode<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad> {
+  using Mode = LightningIndexerMode<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad>;
   static constexpr const char* kName = "LightningIndexerGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr ONNXTensorElementDataType kAny = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   static constexpr Slot kInputs[] = {{"query", kT},
                                      {"key", kT},
                                      {"dy", kT},
-                                     {"sparse_indices", kAny},
+                                     {"sparse_indices", kAnyType},
                                      {"weights", kT},
-                                     {"actual_seq_lengths_query", kAny, true},
-                                     {"actual_seq_lengths_key", kAny, true}};
+                                     {"actual_seq_lengths_query", kAnyType, true},
+                                     {"actual_seq_lengths_key", kAnyType, true}};
   static constexpr Slot kOutputs[] = {{"d_query", kT}, {"d_key", kT}, {"d_weights", kT}};
 
   // pre_tokens, next_tokens and deterministic change nothing in the math (aclnn reads and ignores
   // the first two); the aclnn backend passes them on.
   explicit LightningIndexerGradSignature(const OrtKernelInfo* info)
-      : layout(attribute<std::string>(info, "layout").value_or(schema::LightningIndexerGrad::kLayout)),
-        sparse_mode(
-            attribute<int64_t>(info, "sparse_mode").value_or(schema::LightningIndexerGrad::kSparseMode)),
+      : Mode(info),
         head_num(attribute<int64_t>(info, "head_num")),
         pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(schema::LightningIndexerGrad::kPreTokens)),
         next_tokens(
@@ -222,19 +259,32 @@ struct LightningIndexerGradSignature {
         deterministic(attribute<int64_t>(info, "deterministic")
                           .value_or(schema::LightningIndexerGrad::kDeterministic) != 0) {}
 
-  Ort::Status check(const Shape& query, const Shape& key, const Shape& dy, const Shape& indices,
-                    const Shape& weights, const HostLengths& query_lengths, const HostLengths& key_lengths,
-                    LightningIndexerShape& s) const {
-    LightningIndexerChecks checks(kName, layout, sparse_mode);
-    checks.query_key(query, key, s);
+  struct Args : Mode::Lengths {
+    Input<T> query, key, dy, weights;
+    Io::Untyped indices;  // int32 or int64: their values are checked by run, which knows the type
+  };
+  static void inputs(const Io& io, Args& a) {
+    a.query = *io.input<T>(0);
+    a.key = *io.input<T>(1);
+    a.dy = *io.input<T>(2);
+    a.indices = *io.untyped_input(3);
+    a.weights = *io.input<T>(4);
+    a.query_lengths = io.untyped_input(5);
+    a.key_lengths = io.untyped_input(6);
+  }
+  // The contract's shape rules, on the lengths in host memory.
+  Ort::Status check(Args& a, const HostLengths& query_lengths, const HostLengths& key_lengths) const {
+    LightningIndexerChecks checks(kName, this->layout, this->sparse_mode);
+    LightningIndexerShape& s = a.s;
+    checks.query_key(a.query.shape, a.key.shape, s);
     if (!checks.ok()) return checks.status();
-    s.k = dy.empty() ? 0 : dy.back();
+    s.k = a.dy.shape.empty() ? 0 : a.dy.shape.back();
     checks.head_num(head_num, s.n1);
-    checks.per_token("weights", weights, query, s.n1);
-    checks.per_token("dy", dy, query, s.k);
-    checks.per_token("sparse_indices", indices, query, s.k);
-    checks.lengths("actual_seq_lengths_query", query_lengths, query[0], s.spans.query_end);
-    checks.lengths("actual_seq_lengths_key", key_lengths, key[0], s.spans.key_end);
+    checks.per_token("weights", a.weights.shape, a.query.shape, s.n1);
+    checks.per_token("dy", a.dy.shape, a.query.shape, s.k);
+    checks.per_token("sparse_indices", a.indices.shape, a.query.shape, s.k);
+    checks.lengths("actual_seq_lengths_query", query_lengths, a.query.shape[0], s.spans.query_end);
+    checks.lengths("actual_seq_lengths_key", key_lengths, a.key.shape[0], s.spans.key_end);
     checks.same_batches(s);
     return checks.status();
   }
@@ -242,7 +292,7 @@ struct LightningIndexerGradSignature {
   // The contract's index rule: a counted slot holds -1 or a key row of its batch.
   template <class I>
   Ort::Status check_indices(const I* indices, const LightningIndexerShape& s) const {
-    const BadIndex bad = find_bad_index(indices, s.spans, s.k, static_cast<int>(sparse_mode));
+    const BadIndex bad = find_bad_index(indices, s.spans, s.k, static_cast<int>(this->sparse_mode));
     if (bad.token < 0) return Ort::Status(nullptr);
     return op_error(kName, "sparse_indices of token " + std::to_string(bad.token) + ", slot " +
                                std::to_string(bad.slot) + " is " + std::to_string(bad.index) +
@@ -250,8 +300,6 @@ struct LightningIndexerGradSignature {
                                "), the key rows of its batch");
   }
 
-  std::string layout;
-  int64_t sparse_mode;
   std::optional<int64_t> head_num;
   int64_t pre_tokens, next_tokens;
   bool deterministic;

@@ -10,16 +10,11 @@ template <class T, class TG>
 struct RmsNormKernel : RmsNormSignature<T, TG> {
   using RmsNormSignature<T, TG>::RmsNormSignature;
 
-  Ort::Status Compute(const Io& io) const {
-    if constexpr (!allowed_pair<T, TG>()) {
-      return pair_error<T, TG>(this->kName);
-    } else {
-      typename RmsNormSignature<T, TG>::Args a;
-      if (auto status = this->read(io, a); !status.IsOK()) return status;
-      rms_norm(a.x.data, a.gamma.data, this->epsilon, io.output<T>(0, a.x.shape),
-               io.output<float>(1, rstd_shape(a.x.shape, a.g.n)), a.g.rows, a.g.cols, io.parallel());
-      return Ort::Status(nullptr);
-    }
+  using typename RmsNormSignature<T, TG>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    rms_norm(a.x.data, a.gamma.data, this->epsilon, io.output<T>(0, a.x.shape),
+             io.output<float>(1, rstd_shape(a.x.shape, a.g.n)), a.g.rows, a.g.cols, io.parallel());
+    return Ort::Status(nullptr);
   }
 };
 

@@ -10,16 +10,11 @@ template <class T, class TG>
 struct RmsNormGradKernel : RmsNormGradSignature<T, TG> {
   using RmsNormGradSignature<T, TG>::RmsNormGradSignature;
 
-  Ort::Status Compute(const Io& io) const {
-    if constexpr (!allowed_pair<T, TG>()) {
-      return pair_error<T, TG>(this->kName);
-    } else {
-      typename RmsNormGradSignature<T, TG>::Args a;
-      if (auto status = this->read(io, a); !status.IsOK()) return status;
-      rms_norm_grad(a.dy.data, a.x.data, a.rstd.data, a.gamma.data, io.output<T>(0, a.x.shape),
-                    io.output<float>(1, a.gamma.shape), a.g.rows, a.g.cols, io.parallel());
-      return Ort::Status(nullptr);
-    }
+  using typename RmsNormGradSignature<T, TG>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    rms_norm_grad(a.dy.data, a.x.data, a.rstd.data, a.gamma.data, io.output<T>(0, a.x.shape),
+                  io.output<float>(1, a.gamma.shape), a.g.rows, a.g.cols, io.parallel());
+    return Ort::Status(nullptr);
   }
 };
 

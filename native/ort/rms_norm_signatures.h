@@ -73,9 +73,16 @@ inline Shape without_ones(const Shape& s) {
   return out;
 }
 
+// Both ops' (T, TG) rule.
 template <class T, class TG>
-struct RmsNormSignature {
+struct RmsNormTypes : Signature {
+  static constexpr bool kTypesAllowed = allowed_pair<T, TG>();
+};
+
+template <class T, class TG>
+struct RmsNormSignature : RmsNormTypes<T, TG> {
   static constexpr const char* kName = "RmsNorm";
+  static Ort::Status type_error() { return pair_error<T, TG>(kName); }
   static constexpr Slot kInputs[] = {{"x", element_type<T>()}, {"gamma", element_type<TG>()}};
   static constexpr Slot kOutputs[] = {{"y", element_type<T>()},
                                       {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
@@ -99,8 +106,9 @@ struct RmsNormSignature {
 };
 
 template <class T, class TG>
-struct RmsNormGradSignature {
+struct RmsNormGradSignature : RmsNormTypes<T, TG> {
   static constexpr const char* kName = "RmsNormGrad";
+  static Ort::Status type_error() { return pair_error<T, TG>(kName); }
   static constexpr Slot kInputs[] = {{"dy", element_type<T>()},
                                      {"x", element_type<T>()},
                                      {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},

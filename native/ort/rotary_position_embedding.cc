@@ -10,14 +10,12 @@ template <class T>
 struct RotaryPositionEmbeddingKernel : RotaryPositionEmbeddingSignature<T> {
   using RotaryPositionEmbeddingSignature<T>::RotaryPositionEmbeddingSignature;
 
-  Ort::Status Compute(const Io& io) const {
-    const auto x = *io.input<T>(0), cos = *io.input<T>(1), sin = *io.input<T>(2);
-    if (auto status = check_rotary_position_embedding(this->kName, "x", x.shape, cos.shape, sin.shape, this->mode); !status.IsOK())
-      return status;
-    auto* y = io.output<T>(0, x.shape);
-    if (element_count(x.shape) == 0) return Ort::Status(nullptr);  // an empty x may claim any other extents
-    rotary_position_embedding(x.data, cos.data, sin.data, y, x.shape, cos.shape, static_cast<int>(this->mode),
-                              io.parallel());
+  using typename RotaryPositionEmbeddingSignature<T>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    auto* y = io.output<T>(0, a.x.shape);
+    if (element_count(a.x.shape) == 0) return Ort::Status(nullptr);  // an empty x may claim any other extents
+    rotary_position_embedding(a.x.data, a.cos.data, a.sin.data, y, a.x.shape, a.cos.shape,
+                              static_cast<int>(this->mode), io.parallel());
     return Ort::Status(nullptr);
   }
 };

@@ -38,7 +38,7 @@ inline Ort::Status check_rotary_position_embedding(const char* op, const char* d
 }
 
 template <class T>
-struct RotaryPositionEmbeddingSignature {
+struct RotaryPositionEmbeddingSignature : Signature {
   static constexpr const char* kName = "RotaryPositionEmbedding";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr Slot kInputs[] = {{"x", kT}, {"cos", kT}, {"sin", kT}};
@@ -47,11 +47,22 @@ struct RotaryPositionEmbeddingSignature {
   explicit RotaryPositionEmbeddingSignature(const OrtKernelInfo* info)
       : mode(attribute<int64_t>(info, "mode").value_or(schema::RotaryPositionEmbedding::kMode)) {}
 
+  struct Args {
+    Input<T> x, cos, sin;
+  };
+  // The inputs, checked against the contract.
+  Ort::Status read(const Io& io, Args& a) const {
+    a.x = *io.input<T>(0);
+    a.cos = *io.input<T>(1);
+    a.sin = *io.input<T>(2);
+    return check_rotary_position_embedding(kName, "x", a.x.shape, a.cos.shape, a.sin.shape, mode);
+  }
+
   int64_t mode;
 };
 
 template <class T>
-struct RotaryPositionEmbeddingGradSignature {
+struct RotaryPositionEmbeddingGradSignature : Signature {
   static constexpr const char* kName = "RotaryPositionEmbeddingGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr Slot kInputs[] = {{"dy", kT}, {"cos", kT}, {"sin", kT}, {"x", kT, true}};
@@ -60,31 +71,43 @@ struct RotaryPositionEmbeddingGradSignature {
   explicit RotaryPositionEmbeddingGradSignature(const OrtKernelInfo* info)
       : mode(attribute<int64_t>(info, "mode").value_or(schema::RotaryPositionEmbeddingGrad::kMode)) {}
 
-  Ort::Status check(const Shape& dy, const Shape& cos, const Shape& sin,
-                    const std::optional<Shape>& x) const {
-    if (auto status = check_rotary_position_embedding(kName, "dy", dy, cos, sin, mode); !status.IsOK()) return status;
-    if (x && *x != dy) {
-      return op_error(kName,
-                      "input 'x' has shape " + shape_str(*x) + " but must equal dy's shape " + shape_str(dy));
+  struct Args {
+    Input<T> dy, cos, sin;
+    std::optional<Input<T>> x;
+  };
+  // The inputs, checked against the contract.
+  Ort::Status read(const Io& io, Args& a) const {
+    a.dy = *io.input<T>(0);
+    a.cos = *io.input<T>(1);
+    a.sin = *io.input<T>(2);
+    a.x = io.input<T>(3);
+    if (auto status =
+            check_rotary_position_embedding(kName, "dy", a.dy.shape, a.cos.shape, a.sin.shape, mode);
+        !status.IsOK())
+      return status;
+    if (a.x && a.x->shape != a.dy.shape) {
+      return op_error(kName, "input 'x' has shape " + shape_str(a.x->shape) + " but must equal dy's shape " +
+                                 shape_str(a.dy.shape));
     }
     return Ort::Status(nullptr);
   }
 
-  // dcos and dsin (null data where the node does not take them or they are empty) and whether the
-  // node takes either: an empty output has null data too, so that is asked of the values.
-  struct Sums {
+  // dx, dcos and dsin (null data where the node does not take them or they are empty) and whether
+  // the node takes dcos or dsin: an empty output has null data too, so that is asked of the values.
+  struct Outputs {
+    storage_t<T>* dx;
     storage_t<T>* dcos;
     storage_t<T>* dsin;
-    bool taken;
+    bool sums;
   };
-  static Sums sum_outputs(const Io& io, const Shape& cos) {
-    const Ort::UnownedValue dcos = io.output_value(1, cos), dsin = io.output_value(2, cos);
-    return {Io::data<T>(dcos), Io::data<T>(dsin), dcos != nullptr || dsin != nullptr};
-  }
-
-  // `sums`: the node takes dcos or dsin.
-  static Ort::Status check_sums(bool sums, bool has_x) {
-    if (sums && !has_x)
+  // The outputs, and the contract's rule on the sums (they need x).
+  static Ort::Status outputs(const Io& io, const Args& a, Outputs& o) {
+    o.dx = io.output<T>(0, a.dy.shape);
+    const Ort::UnownedValue dcos = io.output_value(1, a.cos.shape), dsin = io.output_value(2, a.cos.shape);
+    o.dcos = Io::data<T>(dcos);
+    o.dsin = Io::data<T>(dsin);
+    o.sums = dcos != nullptr || dsin != nullptr;
+    if (o.sums && !a.x)
       return op_error(kName, "outputs 'dcos' and 'dsin' need input 'x'; without x only dx is produced");
     return Ort::Status(nullptr);
   }

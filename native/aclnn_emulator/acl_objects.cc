@@ -51,6 +51,19 @@ aclError invalid(const char* symbol, const std::string& rule) {
   return kInvalidParam;
 }
 
+// The body of the void destroy calls: one of `kind` this library made and has not destroyed is
+// deleted; NULL is ignored, and anything else is refused as invalid.
+template <class Object>
+void destroy_live(const char* symbol, AclObject kind, const Object* object, const char* name) {
+  if (hooks().enter(symbol) != 0 || object == nullptr) return;
+  if (!remove_live(kind, object)) {
+    invalid(symbol,
+            std::string(name) + " is not a live " + kind_name(kind) + ": destroyed twice, or never created");
+    return;
+  }
+  delete object;
+}
+
 // Empty when `object` may be used, else the broken rule.
 std::string unusable(AclObject kind, const void* object, const char* name) {
   if (object == nullptr) return std::string(name) + " is NULL";
@@ -111,13 +124,7 @@ ACLEMU_API aclTensorDesc* aclCreateTensorDesc(aclDataType dataType, int numDims,
 }
 
 ACLEMU_API void aclDestroyTensorDesc(const aclTensorDesc* desc) {
-  constexpr const char* kSymbol = "aclDestroyTensorDesc";
-  if (hooks().enter(kSymbol) != 0 || desc == nullptr) return;
-  if (!remove_live(AclObject::kTensorDesc, desc)) {
-    invalid(kSymbol, "desc is not a live aclTensorDesc: destroyed twice, or never created");
-    return;
-  }
-  delete desc;
+  destroy_live("aclDestroyTensorDesc", AclObject::kTensorDesc, desc, "desc");
 }
 
 ACLEMU_API size_t aclGetTensorDescSize(const aclTensorDesc* desc) {
@@ -200,13 +207,7 @@ ACLEMU_API aclopAttr* aclopCreateAttr() {
 }
 
 ACLEMU_API void aclopDestroyAttr(const aclopAttr* attr) {
-  constexpr const char* kSymbol = "aclopDestroyAttr";
-  if (hooks().enter(kSymbol) != 0 || attr == nullptr) return;
-  if (!remove_live(AclObject::kOpAttr, attr)) {
-    invalid(kSymbol, "attr is not a live aclopAttr: destroyed twice, or never created");
-    return;
-  }
-  delete attr;
+  destroy_live("aclopDestroyAttr", AclObject::kOpAttr, attr, "attr");
 }
 
 ACLEMU_API aclError aclopSetAttrBool(aclopAttr* attr, const char* attrName, uint8_t attrValue) {

@@ -1,7 +1,5 @@
 #include "kernels/lightning_indexer.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +10,7 @@
 
 #include "kernels/element.h"
 #include "kernels/row.h"
+#include "kernels/vec.h"
 
 namespace oao {
 namespace {
@@ -90,7 +89,7 @@ float score_of_bits(uint32_t bits) {
 }
 
 // descending_bits of 8 scores.
-__attribute__((target("avx2"))) inline __m256i descending_bits_avx2(__m256 scores) {
+OAO_AVX2 __m256i descending_bits_avx2(__m256 scores) {
   const __m256i u = _mm256_castps_si256(_mm256_add_ps(scores, _mm256_setzero_ps()));
   const __m256i flip = _mm256_andnot_si256(_mm256_srai_epi32(u, 31), _mm256_set1_epi32(0x7FFFFFFF));
   const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(scores, scores, _CMP_UNORD_Q));
@@ -149,7 +148,7 @@ class TopK {
 
   // Whole groups of 8 scores; returns how many it took. A bar set partway through a group only
   // applies from the next one: letting a few more keys in changes nothing but the work.
-  __attribute__((target("avx2"))) int64_t add_avx2(const float* scores, int64_t first_index, int64_t n) {
+  OAO_AVX2_TARGET int64_t add_avx2(const float* scores, int64_t first_index, int64_t n) {
     const __m256i sign = _mm256_set1_epi32(INT32_MIN);  // unsigned compare as signed
     alignas(32) uint32_t bits[8];
     int64_t i = 0;
@@ -190,10 +189,8 @@ void plain_weighted_relu_sum(const float* scores, int64_t stride, const float* w
 }
 
 template <int kVectors>
-__attribute__((target("avx2"), always_inline)) inline void weighted_relu_vectors(const float* scores,
-                                                                                 int64_t stride,
-                                                                                 const float* weight,
-                                                                                 int64_t heads, float* out) {
+OAO_AVX2 void weighted_relu_vectors(const float* scores, int64_t stride, const float* weight, int64_t heads,
+                                    float* out) {
   const __m256 zero = _mm256_setzero_ps();
   __m256 acc[kVectors];
   for (int c = 0; c < kVectors; ++c) acc[c] = zero;
@@ -208,9 +205,8 @@ __attribute__((target("avx2"), always_inline)) inline void weighted_relu_vectors
   for (int c = 0; c < kVectors; ++c) _mm256_storeu_ps(out + 8 * c, acc[c]);
 }
 
-__attribute__((target("avx2"))) void weighted_relu_sum_avx2(const float* scores, int64_t stride,
-                                                            const float* weight, int64_t heads, int64_t n,
-                                                            float* out) {
+OAO_AVX2_TARGET void weighted_relu_sum_avx2(const float* scores, int64_t stride, const float* weight,
+                                            int64_t heads, int64_t n, float* out) {
   int64_t s = 0;
   for (; s + 64 <= n; s += 64) weighted_relu_vectors<8>(scores + s, stride, weight, heads, out + s);
   for (; s + 8 <= n; s += 8) weighted_relu_vectors<1>(scores + s, stride, weight, heads, out + s);

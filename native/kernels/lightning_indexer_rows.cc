@@ -1,7 +1,6 @@
 #include "kernels/lightning_indexer_rows.h"
 
 #include <cblas.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <mutex>
@@ -59,12 +58,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const flo
                     ldb, accumulate ? 1.f : 0.f, c, static_cast<blasint>(n));
 }
 
-// A plain loop, compiled for x86-64-v3 too: the loader picks the AVX2 copy where the CPU has it.
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OAO_AVX2_CLONE __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define OAO_AVX2_CLONE
-#endif
+namespace {
 
 // Heads [begin, end) of relu_backward, one at a time: the plain path, and the AVX2 path's last heads.
 void relu_backward_heads(float* s, const float* dy, const float* weight, int64_t n, int64_t h, int64_t begin,
@@ -82,8 +76,8 @@ void relu_backward_heads(float* s, const float* dy, const float* weight, int64_t
 // kVectors x 8 heads down all the slots, with as many sums in flight. The same operations, in the
 // same order, as relu_backward_heads: both paths give the same bits.
 template <int kVectors>
-__attribute__((target("avx2,fma"), always_inline)) inline void relu_backward_vectors(
-    float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw) {
+OAO_AVX2 void relu_backward_vectors(float* s, const float* dy, const float* weight, int64_t n, int64_t h,
+                                    float* dw) {
   const __m256 zero = _mm256_setzero_ps();
   __m256 acc[kVectors], w[kVectors];
   for (int c = 0; c < kVectors; ++c) {
@@ -103,81 +97,76 @@ __attribute__((target("avx2,fma"), always_inline)) inline void relu_backward_vec
   for (int c = 0; c < kVectors; ++c) _mm256_storeu_ps(dw + 8 * c, acc[c]);
 }
 
-__attribute__((target("avx2,fma"))) void relu_backward_avx2(float* s, const float* dy, const float* weight,
-                                                            int64_t n, int64_t h, float* dw) {
+OAO_AVX2_TARGET void relu_backward_avx2(float* s, const float* dy, const float* weight, int64_t n, int64_t h,
+                                        float* dw) {
   int64_t j = 0;
   for (; j + 32 <= h; j += 32) relu_backward_vectors<4>(s + j, dy, weight + j, n, h, dw + j);
   for (; j + 8 <= h; j += 8) relu_backward_vectors<1>(s + j, dy, weight + j, n, h, dw + j);
   relu_backward_heads(s, dy, weight, n, h, j, h, dw);
 }
 
+// acc[begin, n) += add[begin, n): the plain path, and the AVX2 path's last elements.
+void add_floats(float* acc, const float* add, int64_t begin, int64_t n) {
+  for (int64_t i = begin; i < n; ++i) acc[i] += add[i];
+}
+
+OAO_AVX2_TARGET void add_into_avx2(float* acc, const float* add, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_loadu_ps(add + i)));
+  add_floats(acc, add, i, n);
+}
+
+// src[0, n) into dst, one of them float32 (bfloat16 rounded to nearest even 16 at a time, the
+// halves of one 32-byte store).
+template <class From, class To>
+OAO_AVX2_TARGET void convert_avx2(const From* src, int64_t n, To* dst) {
+  int64_t i = 0;
+  if constexpr (std::is_same_v<To, bfloat16>) {
+    for (; i + 16 <= n; i += 16) {
+      const __m256i lo = _mm256_srli_epi32(round_to_bf16_high(_mm256_loadu_ps(src + i)), 16);
+      const __m256i hi = _mm256_srli_epi32(round_to_bf16_high(_mm256_loadu_ps(src + i + 8)), 16);
+      // packus works within 128-bit lanes: the permute puts the four 64-bit quarters back in order.
+      const __m256i bits = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bits);
+    }
+  } else {
+    for (; i + 8 <= n; i += 8) store8<false>(dst + i, load8(src + i));
+  }
+  for (; i < n; ++i) dst[i] = from_float<To>(to_float(src[i]));
+}
+
+template <class From, class To>
+void convert(const From* src, int64_t n, To* dst) {
+  if constexpr (std::is_same_v<From, To>) {
+    std::copy_n(src, n, dst);
+  } else if (use_avx2()) {
+    convert_avx2(src, n, dst);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = from_float<To>(to_float(src[i]));
+  }
+}
+
+}  // namespace
+
 void relu_backward(float* s, const float* dy, const float* weight, int64_t n, int64_t h, float* dw) {
   if (use_avx2()) return relu_backward_avx2(s, dy, weight, n, h, dw);
   relu_backward_heads(s, dy, weight, n, h, 0, h, dw);
 }
 
-OAO_AVX2_CLONE void add_into(float* acc, const float* add, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) acc[i] += add[i];
-}
-
-__attribute__((target("avx2"))) void to_float32_avx2(const bfloat16* src, int64_t n, float* dst) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256i bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)));
-  }
-  for (; i < n; ++i) dst[i] = to_float(src[i]);
-}
-
-__attribute__((target("avx2,f16c"))) void to_float32_avx2(const half* src, int64_t n, float* dst) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-  }
-  for (; i < n; ++i) dst[i] = to_float(src[i]);
+void add_into(float* acc, const float* add, int64_t n) {
+  if (use_avx2()) return add_into_avx2(acc, add, n);
+  add_floats(acc, add, 0, n);
 }
 
 template <class T>
 void to_float32(const T* src, int64_t n, float* dst) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::copy_n(src, n, dst);
-  } else if (use_avx2()) {
-    to_float32_avx2(src, n, dst);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = to_float(src[i]);
-  }
-}
-
-__attribute__((target("avx2,fma,f16c"))) void from_float32_avx2(const float* src, int64_t n, bfloat16* dst) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i lo = _mm256_srli_epi32(round_to_bf16_high(_mm256_loadu_ps(src + i)), 16);
-    const __m256i hi = _mm256_srli_epi32(round_to_bf16_high(_mm256_loadu_ps(src + i + 8)), 16);
-    // packus works within 128-bit lanes: the permute puts the four 64-bit quarters back in order.
-    const __m256i bits = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), bits);
-  }
-  for (; i < n; ++i) dst[i] = from_float<bfloat16>(src[i]);
-}
-
-__attribute__((target("avx2,f16c"))) void from_float32_avx2(const float* src, int64_t n, half* dst) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i bits = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), bits);
-  }
-  for (; i < n; ++i) dst[i] = from_float<half>(src[i]);
+  convert(src, n, dst);
 }
 
 template <class T>
 void from_float32(const float* src, int64_t n, T* dst) {
-  if constexpr (std::is_same_v<T, float>) {
-    std::copy_n(src, n, dst);
-  } else if (use_avx2()) {
-    from_float32_avx2(src, n, dst);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = from_float<T>(src[i]);
-  }
+  convert(src, n, dst);
 }
 
 template void to_float32<float>(const float*, int64_t, float*);

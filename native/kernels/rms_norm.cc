@@ -48,15 +48,14 @@ template <class T>
 struct SquareSums {
   __m256 lo, hi;
 
-  __attribute__((target("avx2,fma,f16c"), always_inline)) void add(const T* p) {
+  OAO_AVX2 void add(const T* p) {
     __m256 a, b;
     load16(p, a, b);
     lo = _mm256_add_ps(lo, _mm256_mul_ps(a, a));
     hi = _mm256_add_ps(hi, _mm256_mul_ps(b, b));
   }
   // With the columns past vec_end added one by one.
-  __attribute__((target("avx2,fma,f16c"), always_inline)) float total(const T* row, int64_t vec_end,
-                                                                      int64_t cols) const {
+  OAO_AVX2 float total(const T* row, int64_t vec_end, int64_t cols) const {
     float sum = hsum(_mm256_add_ps(lo, hi));
     for (int64_t j = vec_end; j < cols; ++j) sum += to_float(row[j]) * to_float(row[j]);
     return sum;
@@ -72,9 +71,8 @@ struct SquareSums {
 // are asked for kPrefetchBytes ahead of its loads (the hardware prefetchers start over at every 4
 // KiB page): bfloat16 8192x4096 measured 13-17 -> 11-13 ms on one thread, 7.7-8.3 -> 6.4-7.9 on two.
 template <bool kStream, bool kNext, bool kInputNaN, class T>
-__attribute__((target("avx2,fma,f16c"))) float scale_row(const T* x_row, const float* gamma_l, float rs,
-                                                         T* y_row, const T* next, int64_t cols,
-                                                         bool descending) {
+OAO_AVX2_TARGET float scale_row(const T* x_row, const float* gamma_l, float rs, T* y_row, const T* next,
+                                int64_t cols, bool descending) {
   const int64_t vec_end = cols - cols % 16;
   const __m256 vrs = _mm256_set1_ps(rs);
   SquareSums<T> sums{_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -98,9 +96,8 @@ __attribute__((target("avx2,fma,f16c"))) float scale_row(const T* x_row, const f
 // Row r's scale_row, checking its NaNs only where an input may hold one: bfloat16 rows whose sum
 // of squares is finite, with a finite gamma, have none (see round_to_bf16_high).
 template <bool kStream, bool kNext, class T>
-__attribute__((target("avx2,fma,f16c"))) float scale_row_checked(const T* x_row, const float* gamma_l,
-                                                                 float rs, T* y_row, const T* next,
-                                                                 int64_t cols, bool descending, bool finite) {
+OAO_AVX2_TARGET float scale_row_checked(const T* x_row, const float* gamma_l, float rs, T* y_row,
+                                        const T* next, int64_t cols, bool descending, bool finite) {
   if constexpr (kInterleaved<T>) {
     if (finite) return scale_row<kStream, kNext, false, T>(x_row, gamma_l, rs, y_row, next, cols, descending);
   }
@@ -109,10 +106,8 @@ __attribute__((target("avx2,fma,f16c"))) float scale_row_checked(const T* x_row,
 
 // gamma_l is in the lane order of T.
 template <bool kStream, class T>
-__attribute__((target("avx2,fma,f16c"))) void norm_rows_avx2(const T* x, const float* gamma_l,
-                                                             bool gamma_finite, float epsilon, T* y,
-                                                             float* rstd, int64_t begin, int64_t end,
-                                                             int64_t cols) {
+OAO_AVX2_TARGET void norm_rows_avx2(const T* x, const float* gamma_l, bool gamma_finite, float epsilon, T* y,
+                                    float* rstd, int64_t begin, int64_t end, int64_t cols) {
   const int64_t vec_end = cols - cols % 16;
   // Every row has the same offset between y and x, so all take the same direction.
   const bool descending = store_runs_ahead(y, x);

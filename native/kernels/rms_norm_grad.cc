@@ -53,8 +53,7 @@ struct Row {
 // the rows in order (doing two rows at once halves the loads and stores of dgamma_l). gamma_l and
 // dgamma_l are in the lane order of T.
 template <int kRows, class T>
-__attribute__((target("avx2,fma,f16c"))) void dot_rows(Row<T>* rows, const float* gamma_l, float* dgamma_l,
-                                                       int64_t cols) {
+OAO_AVX2_TARGET void dot_rows(Row<T>* rows, const float* gamma_l, float* dgamma_l, int64_t cols) {
   const int64_t vec_end = cols - cols % 16;
   __m256 vrs[kRows], acc_lo[kRows], acc_hi[kRows];
   for (int i = 0; i < kRows; ++i) {
@@ -100,8 +99,7 @@ __attribute__((target("avx2,fma,f16c"))) void dot_rows(Row<T>* rows, const float
 // prefetches go to L2, where they do not evict this pass's own inputs from L1 (measured faster than
 // into L1); for float32 they measured no faster than the hardware prefetcher.
 template <bool kStream, bool kInputNaN, class T>
-__attribute__((target("avx2,fma,f16c"))) void dx_row(const Row<T>& row, const float* gamma_l, int64_t cols,
-                                                     bool descending) {
+OAO_AVX2_TARGET void dx_row(const Row<T>& row, const float* gamma_l, int64_t cols, bool descending) {
   const int64_t vec_end = cols - cols % 16;
   const float scaled_mean = row.dot / static_cast<float>(cols) * row.rs;
   const __m256 vrs = _mm256_set1_ps(row.rs), vmean = _mm256_set1_ps(scaled_mean);

@@ -26,8 +26,7 @@ void rows_baseline(const PairPositions& pos, const T* x, T* y, int64_t count, co
 // The same with AVX2, run by run as in the grad: y takes layout kY (and cos and sin with it),
 // x takes kX.
 template <Layout kY, Layout kX, bool kStream, class T>
-__attribute__((target("avx2,fma,f16c"))) void rows_avx2(const PairPositions& pos, const T* x, T* y,
-                                                        int64_t count, const PairRow& pr) {
+OAO_AVX2_TARGET void rows_avx2(const PairPositions& pos, const T* x, T* y, int64_t count, const PairRow& pr) {
   constexpr int kV = kVectors<kY>;
   const int64_t offset = pos.offset(), vec = vector_pairs<kY>(offset);
   const bool descending = kMayDescend<kX, kY, T> && store_runs_ahead(y, x);

@@ -68,8 +68,7 @@ OAO_AVX2 void subtract_from(float* acc, __m256 term) {
 // float32 (most with two threads). Without x it measured up to 20% slower for float32, so that path
 // does not.
 template <Layout kDy, Layout kX, bool kStream, bool kHasX, class T>
-__attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions& pos, const Rows<T>& rows,
-                                                             const PairRow& pr) {
+OAO_AVX2_TARGET void grad_rows_avx2(const PairPositions& pos, const Rows<T>& rows, const PairRow& pr) {
   constexpr int kV = kVectors<kDy>;
   constexpr int64_t kPrefetchBytes = 512, kLine = 64;
   const int64_t offset = pos.offset(), vec = vector_pairs<kDy>(offset);
@@ -136,8 +135,7 @@ __attribute__((target("avx2,fma,f16c"))) void grad_rows_avx2(const PairPositions
 }
 
 template <Layout kLayout, class T>
-__attribute__((target("avx2,fma,f16c"))) void store_pairs_avx2(const PairPositions& pos, const float* a,
-                                                               const float* b, T* row) {
+OAO_AVX2_TARGET void store_pairs_avx2(const PairPositions& pos, const float* a, const float* b, T* row) {
   constexpr int kV = kVectors<kLayout>;
   const int64_t offset = pos.offset(), vec = vector_pairs<kLayout>(offset);
   for (int64_t run = 0; run < pos.d / 2; run += offset) {

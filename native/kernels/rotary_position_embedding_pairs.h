@@ -113,43 +113,9 @@ int64_t cos_rows_per_block(int64_t bytes_per_cos_row);
 
 namespace {
 
-// The AVX2 loops load and store 8 pairs at a time: from a split row (a's at row[a .. a + 8), b's
-// at row[a + offset ..)) or from an interleaved row (elements 2p .. 2p + 16), as two vectors.
-OAO_AVX2 __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-OAO_AVX2 __m256 load8(const half* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-OAO_AVX2 __m256 load8(const bfloat16* p) {
-  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
-// kStream: a streaming store, for outputs too large to stay in cache (see use_streaming).
-template <bool kStream>
-OAO_AVX2 void store_bits(void* p, __m128i bits) {
-  if constexpr (kStream) {
-    _mm_stream_si128(static_cast<__m128i*>(p), bits);
-  } else {
-    _mm_storeu_si128(static_cast<__m128i*>(p), bits);
-  }
-}
-template <bool kStream>
-OAO_AVX2 void store8(float* p, __m256 v) {
-  if constexpr (kStream) {
-    _mm256_stream_ps(p, v);
-  } else {
-    _mm256_storeu_ps(p, v);
-  }
-}
-template <bool kStream>
-OAO_AVX2 void store8(half* p, __m256 v) {
-  store_bits<kStream>(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-}
-template <bool kStream>
-OAO_AVX2 void store8(bfloat16* p, __m256 v) {
-  const __m256i r = _mm256_srli_epi32(round_to_bf16_high(v), 16);
-  store_bits<kStream>(p, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
-}
-
+// The AVX2 loops load and store 8 pairs at a time (see load8 and store8): from a split row (a's
+// at row[a .. a + 8), b's at row[a + offset ..)) or from an interleaved row (elements 2p .. 2p +
+// 16), as two vectors.
 template <class T>
 OAO_AVX2 void load_split(const T* row, int64_t a, int64_t offset, __m256& va, __m256& vb) {
   va = load8(row + a);
@@ -253,8 +219,7 @@ void load_pairs_baseline(const PairPositions& pos, const T* row, float* a, float
   }
 }
 template <Layout kLayout, class T>
-__attribute__((target("avx2,fma,f16c"))) void load_pairs_avx2(const PairPositions& pos, const T* row,
-                                                              float* a, float* b) {
+OAO_AVX2_TARGET void load_pairs_avx2(const PairPositions& pos, const T* row, float* a, float* b) {
   constexpr int kV = kVectors<kLayout>;
   const int64_t offset = pos.offset();
   const int64_t vec = vector_pairs<kLayout>(offset);

@@ -11,8 +11,10 @@
 #include <type_traits>
 
 #include "kernels/element.h"
+#include "kernels/row.h"
 
-#define OAO_AVX2 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+// A helper of OAO_AVX2_TARGET code, inlined into it.
+#define OAO_AVX2 OAO_AVX2_TARGET __attribute__((always_inline)) inline
 
 namespace oao {
 namespace {
@@ -54,44 +56,62 @@ OAO_AVX2 __m256i round_to_bf16_high(__m256 v) {
   return _mm256_blendv_epi8(rounded, quiet_nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
 }
 
+// 8 elements in memory order as one vector, loaded or stored. kStream: a streaming store, for
+// outputs too large to stay in cache (see use_streaming).
+OAO_AVX2 __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+OAO_AVX2 __m256 load8(const half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+OAO_AVX2 __m256 load8(const bfloat16* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+template <bool kStream>
+OAO_AVX2 void store_bits(void* p, __m128i bits) {
+  if constexpr (kStream) {
+    _mm_stream_si128(static_cast<__m128i*>(p), bits);
+  } else {
+    _mm_storeu_si128(static_cast<__m128i*>(p), bits);
+  }
+}
+template <bool kStream>
+OAO_AVX2 void store8(float* p, __m256 v) {
+  if constexpr (kStream) {
+    _mm256_stream_ps(p, v);
+  } else {
+    _mm256_storeu_ps(p, v);
+  }
+}
+template <bool kStream>
+OAO_AVX2 void store8(half* p, __m256 v) {
+  store_bits<kStream>(p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+template <bool kStream>
+OAO_AVX2 void store8(bfloat16* p, __m256 v) {
+  const __m256i r = _mm256_srli_epi32(round_to_bf16_high(v), 16);
+  store_bits<kStream>(p, _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+}
+
 // Stores 16 elements given in lane order. The streaming forms bypass the cache for outputs too large
 // to stay in it, and need `p` aligned to kStreamAlign<T>. kInputNaN: see round_to_bf16_high.
 template <class T>
 inline constexpr size_t kStreamAlign = sizeof(T) == 2 && !kInterleaved<T> ? 16 : 32;
 
-template <bool kStream, bool kInputNaN = true>
-OAO_AVX2 void store16(float* p, __m256 lo, __m256 hi) {
-  if constexpr (kStream) {
-    _mm256_stream_ps(p, lo);
-    _mm256_stream_ps(p + 8, hi);
+template <bool kStream, bool kInputNaN = true, class T>
+OAO_AVX2 void store16(T* p, __m256 lo, __m256 hi) {
+  if constexpr (kInterleaved<T>) {
+    // Even elements come from the lower 16 bits of each 32-bit lane, odd ones from the upper.
+    const __m256i bits = _mm256_blend_epi16(_mm256_srli_epi32(round_to_bf16_high<kInputNaN>(lo), 16),
+                                            round_to_bf16_high<kInputNaN>(hi), 0xAA);
+    auto* q = reinterpret_cast<__m256i*>(p);
+    if constexpr (kStream) {
+      _mm256_stream_si256(q, bits);
+    } else {
+      _mm256_storeu_si256(q, bits);
+    }
   } else {
-    _mm256_storeu_ps(p, lo);
-    _mm256_storeu_ps(p + 8, hi);
-  }
-}
-template <bool kStream, bool kInputNaN = true>
-OAO_AVX2 void store16(half* p, __m256 lo, __m256 hi) {
-  const __m128i a = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);
-  const __m128i b = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);
-  auto* q = reinterpret_cast<__m128i*>(p);
-  if constexpr (kStream) {
-    _mm_stream_si128(q, a);
-    _mm_stream_si128(q + 1, b);
-  } else {
-    _mm_storeu_si128(q, a);
-    _mm_storeu_si128(q + 1, b);
-  }
-}
-template <bool kStream, bool kInputNaN = true>
-OAO_AVX2 void store16(bfloat16* p, __m256 lo, __m256 hi) {
-  // Even elements come from the lower 16 bits of each 32-bit lane, odd ones from the upper.
-  const __m256i bits = _mm256_blend_epi16(_mm256_srli_epi32(round_to_bf16_high<kInputNaN>(lo), 16),
-                                          round_to_bf16_high<kInputNaN>(hi), 0xAA);
-  auto* q = reinterpret_cast<__m256i*>(p);
-  if constexpr (kStream) {
-    _mm256_stream_si256(q, bits);
-  } else {
-    _mm256_storeu_si256(q, bits);
+    store8<kStream>(p, lo);
+    store8<kStream>(p + 8, hi);
   }
 }
 

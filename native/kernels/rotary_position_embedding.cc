@@ -1,7 +1,5 @@
 #include "kernels/rotary_position_embedding.h"
 
-#include <algorithm>
-#include <memory>
 #include <vector>
 
 #include "kernels/rotary_position_embedding_pairs.h"
@@ -90,35 +88,15 @@ void rotary_position_embedding(const T* x, const T* cos, const T* sin, T* y,
   const RotaryPositionEmbeddingSplit split(rows, false);
   const bool stream = pos.whole_vectors() && use_streaming(y, rows.cos_rows() * rows.per_cos_row(), pos.d);
   const auto loops = pick_loops<T>(pos, stream);
-  // As in the grad: cos rows a block at a time, each run of rows through the whole block.
-  const int64_t floats = 2 * pos.d;  // cos and sin
-  const int64_t block = cos_rows_per_block(floats * static_cast<int64_t>(sizeof(float)));
-  parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
-    const int64_t group = static_cast<int64_t>(task) / split.chunks,
-                  chunk = static_cast<int64_t>(task) % split.chunks;
-    const auto runs = rows.runs(block_begin(chunk, split.chunks, rows.per_cos_row()),
-                                block_begin(chunk + 1, split.chunks, rows.per_cos_row()));
-    const int64_t c_begin = block_begin(group, split.groups, rows.cos_rows()),
-                  c_end = block_begin(group + 1, split.groups, rows.cos_rows());
-    // Left uninitialized: every block fills what it uses.
-    const std::unique_ptr<float[]> data(new float[std::min(block, c_end - c_begin) * floats]);
-    const auto pair_row = [&](int64_t j) { return PairRow{data.get() + j * floats, pos.d / 2}; };
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
-      const int64_t n = std::min(block, c_end - c0);
-      for (int64_t j = 0; j < n; ++j) {
-        const PairRow pr = pair_row(j);
-        loops.load_pairs(pos, cos + (c0 + j) * pos.d, pr.cos_a(), pr.cos_b());
-        loops.load_pairs(pos, sin + (c0 + j) * pos.d, pr.sin_a(), pr.sin_b());
-      }
-      for (const auto& [offset, count] : runs) {
-        for (int64_t j = 0; j < n; ++j) {
-          const int64_t r = (rows.dy_row(c0 + j, 0) + offset) * pos.d;
-          loops.rows(pos, x + r, y + r, count, pair_row(j));
-        }
-      }
-    }
-    if (stream) _mm_sfence();  // streaming stores are weakly ordered: finish them before the join
-  });
+  const auto load = [&](int64_t c, const PairRow& pr) {
+    loops.load_pairs(pos, cos + c * pos.d, pr.cos_a(), pr.cos_b());
+    loops.load_pairs(pos, sin + c * pos.d, pr.sin_a(), pr.sin_b());
+  };
+  const auto run_rows = [&](int64_t r, int64_t count, const PairRow& pr) {
+    loops.rows(pos, x + r, y + r, count, pr);
+  };
+  for_each_cos_block(rows, split, pos.d, 2 * pos.d /* cos and sin */, stream, parallel, load, run_rows,
+                     [](int64_t, int64_t, const PairRow&) {});
 }
 
 template void rotary_position_embedding<float>(const float*, const float*, const float*, float*,

@@ -1,7 +1,6 @@
 #include "kernels/rotary_position_embedding_grad.h"
 
 #include <algorithm>
-#include <memory>
 #include <type_traits>
 
 #include "kernels/rotary_position_embedding_pairs.h"
@@ -190,53 +189,29 @@ void run(const T* dy, const T* cos, const T* sin, const T* x, T* dx, T* dcos, T*
   const RotaryPositionEmbeddingSplit split(rows, kHasX);
   const bool stream = pos.whole_vectors() && use_streaming(dx, rows.cos_rows() * rows.per_cos_row(), d);
   const auto loops = pick_loops<kHasX, T>(pos, stream);
-  // A task takes its cos rows a block at a time (their PairRows kept together in L2), and walks each
-  // run of its dy rows through the whole block (see cos_rows_per_block).
-  const int64_t floats = (kHasX ? 8 : 4) * pairs;
-  const int64_t block = cos_rows_per_block(floats * static_cast<int64_t>(sizeof(float)));
   // With several chunks per cos row, each chunk's dcos/dsin go to its own slice, summed below.
   std::vector<float> partial(kHasX && split.chunks > 1 ? 2 * split.chunks * rows.cos_rows() * d : 0);
-
-  parallel.for_each(static_cast<size_t>(split.tasks()), [&](size_t task) {
-    const int64_t group = static_cast<int64_t>(task) / split.chunks,
-                  chunk = static_cast<int64_t>(task) % split.chunks;
-    const auto runs = rows.runs(block_begin(chunk, split.chunks, rows.per_cos_row()),
-                                block_begin(chunk + 1, split.chunks, rows.per_cos_row()));
-    const int64_t c_begin = block_begin(group, split.groups, rows.cos_rows()),
-                  c_end = block_begin(group + 1, split.groups, rows.cos_rows());
-    // Left uninitialized: every block fills what it uses.
-    const std::unique_ptr<float[]> data(new float[std::min(block, c_end - c_begin) * floats]);
-    const auto pair_row = [&](int64_t j) { return PairRow{data.get() + j * floats, pairs}; };
-    for (int64_t c0 = c_begin; c0 < c_end; c0 += block) {
-      const int64_t n = std::min(block, c_end - c0);
-      for (int64_t j = 0; j < n; ++j) {
-        const PairRow pr = pair_row(j);
-        loops.load_pairs(pos, cos + (c0 + j) * d, pr.cos_a(), pr.cos_b());
-        loops.load_pairs(pos, sin + (c0 + j) * d, pr.sin_a(), pr.sin_b());
-        if constexpr (kHasX) std::fill(pr.dcos_a(), pr.dcos_a() + 2 * d, 0.f);
-      }
-      for (const auto& [offset, count] : runs) {
-        for (int64_t j = 0; j < n; ++j) {
-          const int64_t r = (rows.dy_row(c0 + j, 0) + offset) * d;
-          loops.rows(pos, Rows<T>{dy + r, kHasX ? x + r : nullptr, dx + r, count}, pair_row(j));
-        }
-      }
-      if constexpr (kHasX) {
-        for (int64_t j = 0; j < n; ++j) {
-          const PairRow pr = pair_row(j);
-          const int64_t c = c0 + j;
-          if (split.chunks == 1) {
-            loops.store_pairs(pos, pr.dcos_a(), pr.dcos_b(), dcos + c * d);
-            loops.store_pairs(pos, pr.dsin_a(), pr.dsin_b(), dsin + c * d);
-          } else {
-            float* slice = partial.data() + 2 * (chunk * rows.cos_rows() + c) * d;
-            std::copy(pr.dcos_a(), pr.dcos_a() + 2 * d, slice);  // dcos then dsin, in pair order
-          }
-        }
+  const auto load = [&](int64_t c, const PairRow& pr) {
+    loops.load_pairs(pos, cos + c * d, pr.cos_a(), pr.cos_b());
+    loops.load_pairs(pos, sin + c * d, pr.sin_a(), pr.sin_b());
+    if constexpr (kHasX) std::fill(pr.dcos_a(), pr.dcos_a() + 2 * d, 0.f);
+  };
+  const auto run_rows = [&](int64_t r, int64_t count, const PairRow& pr) {
+    loops.rows(pos, Rows<T>{dy + r, kHasX ? x + r : nullptr, dx + r, count}, pr);
+  };
+  const auto store = [&](int64_t chunk, int64_t c, const PairRow& pr) {
+    if constexpr (kHasX) {
+      if (split.chunks == 1) {
+        loops.store_pairs(pos, pr.dcos_a(), pr.dcos_b(), dcos + c * d);
+        loops.store_pairs(pos, pr.dsin_a(), pr.dsin_b(), dsin + c * d);
+      } else {
+        float* slice = partial.data() + 2 * (chunk * rows.cos_rows() + c) * d;
+        std::copy(pr.dcos_a(), pr.dcos_a() + 2 * d, slice);  // dcos then dsin, in pair order
       }
     }
-    if (stream) _mm_sfence();  // streaming stores are weakly ordered: finish them before the join
-  });
+  };
+  const int64_t floats = (kHasX ? 8 : 4) * pairs;  // cos and sin, and with x dcos and dsin
+  for_each_cos_block(rows, split, d, floats, stream, parallel, load, run_rows, store);
 
   if (!kHasX || split.chunks == 1) return;
   parallel.for_each(static_cast<size_t>(split.groups), [&](size_t group) {

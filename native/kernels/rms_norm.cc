@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/element.h"
+#include "kernels/rms_norm_gamma.h"
 #include "kernels/row.h"
 #include "kernels/vec.h"
 
@@ -133,18 +133,13 @@ template <class T, class TG>
 void rms_norm(const T* x, const TG* gamma, float epsilon, T* y, float* rstd, int64_t rows, int64_t cols,
               const Parallel& parallel) {
   if (rows == 0) return;
-  std::vector<float> gamma_f(cols);
-  for (int64_t j = 0; j < cols; ++j) gamma_f[j] = to_float(gamma[j]);
-
-  const bool gamma_finite = all_finite(gamma_f.data(), cols);
-  auto rows_fn = norm_rows_baseline<T>;
-  if (use_avx2()) {
-    to_lane_order<T>(gamma_f.data(), cols);
-    rows_fn = use_streaming(y, rows, cols) ? norm_rows_avx2<true, T> : norm_rows_avx2<false, T>;
-  }
+  const RmsNormGamma<T> g(gamma, cols);
+  const auto rows_fn = !use_avx2()                    ? norm_rows_baseline<T>
+                       : use_streaming(y, rows, cols) ? norm_rows_avx2<true, T>
+                                                      : norm_rows_avx2<false, T>;
   const size_t blocks = block_count(static_cast<size_t>(rows), static_cast<size_t>(cols));
   parallel.for_each(blocks, [&](size_t b) {
-    rows_fn(x, gamma_f.data(), gamma_finite, epsilon, y, rstd, block_begin(b, blocks, rows),
+    rows_fn(x, g.f.data(), g.finite, epsilon, y, rstd, block_begin(b, blocks, rows),
             block_begin(b + 1, blocks, rows), cols);
   });
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/element.h"
+#include "kernels/rms_norm_gamma.h"
 #include "kernels/row.h"
 #include "kernels/vec.h"
 
@@ -173,23 +174,18 @@ void rms_norm_grad(const T* dy, const T* x, const float* rstd, const TG* gamma, 
   std::fill(dgamma, dgamma + cols, 0.f);
   if (rows == 0) return;
 
-  std::vector<float> gamma_f(cols);
-  for (int64_t j = 0; j < cols; ++j) gamma_f[j] = to_float(gamma[j]);
-
-  const bool gamma_finite = all_finite(gamma_f.data(), cols);
-  auto rows_fn = grad_rows_baseline<T>;
-  if (use_avx2()) {
-    to_lane_order<T>(gamma_f.data(), cols);
-    rows_fn = use_streaming(dx, rows, cols) ? grad_rows_avx2<true, T> : grad_rows_avx2<false, T>;
-  }
+  const RmsNormGamma<T> g(gamma, cols);
+  const auto rows_fn = !use_avx2()                     ? grad_rows_baseline<T>
+                       : use_streaming(dx, rows, cols) ? grad_rows_avx2<true, T>
+                                                       : grad_rows_avx2<false, T>;
 
   // Each block adds its rows into its own partial dgamma; the partials are then summed in block
   // order. Blocks depend only on the shape, so the sums are the same for any thread count.
   const size_t blocks = block_count(static_cast<size_t>(rows), static_cast<size_t>(cols));
   std::vector<float> partial(blocks * static_cast<size_t>(cols), 0.f);
   parallel.for_each(blocks, [&](size_t b) {
-    rows_fn(dy, x, rstd, gamma_f.data(), gamma_finite, dx, partial.data() + b * cols,
-            block_begin(b, blocks, rows), block_begin(b + 1, blocks, rows), cols);
+    rows_fn(dy, x, rstd, g.f.data(), g.finite, dx, partial.data() + b * cols, block_begin(b, blocks, rows),
+            block_begin(b + 1, blocks, rows), cols);
   });
 
   const size_t strips = block_count(static_cast<size_t>(cols), blocks);

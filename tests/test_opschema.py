@@ -10,14 +10,9 @@ from onnx import TensorProto, helper
 from onnx.shape_inference import InferenceError
 
 from ort_ascend_ops.op_model import make_op_model
-from ort_ascend_ops.opschema import (
-    _spec_from_toml,
-    _to_onnx_schema,
-    docs_markdown,
-    infer_outputs,
-    load_op_specs,
-    register_schemas,
-)
+from ort_ascend_ops.opschema import docs_markdown, infer_outputs, load_op_specs, register_schemas
+from ort_ascend_ops.opschema.onnx_schema import to_onnx_schema as _to_onnx_schema
+from ort_ascend_ops.opschema.specs import spec_from_toml as _spec_from_toml
 
 F32, F16, BF16 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16
 PAIRS = [(F32, F32), (F16, F16), (F16, F32), (BF16, BF16), (BF16, F32)]

@@ -1,0 +1,17 @@
+"""The registration table of the shape rules: the named rules that TOML outputs refer to as
+``shape = "rule:<name>"``, one module per family."""
+
+from ..shapes import ShapeRule
+from .lightning_indexer import lightning_indexer_grad, lightning_indexer_topk
+from .rms_norm import rms_norm_rstd
+from .rotary_position_embedding import rotary_dx, rotary_y
+
+SHAPE_RULES: dict[str, ShapeRule] = {
+    "rms_norm_rstd": rms_norm_rstd,
+    "rotary_y": rotary_y,
+    "rotary_dx": rotary_dx,
+    "lightning_indexer_topk": lightning_indexer_topk,
+    "lightning_indexer_grad_query": lightning_indexer_grad("query"),
+    "lightning_indexer_grad_key": lightning_indexer_grad("key"),
+    "lightning_indexer_grad_weights": lightning_indexer_grad("weights"),
+}

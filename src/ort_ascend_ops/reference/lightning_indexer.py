@@ -3,12 +3,16 @@ presence of the actual_seq_lengths inputs (``VARIANTS``)."""
 
 from onnxscript import DOUBLE, FLOAT, INT32, script
 
+from ..opschema import default
 from ._opset import ascend, op
 from .checks import Check, ReadPresent
 from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
 from .lightning_indexer_tokens import IndexerTokens
 
 _NEG_INF = float("-inf")
+_LAYOUT = default("LightningIndexer", "layout", str)
+_SPARSE_MODE = default("LightningIndexer", "sparse_mode", int)
+_SPARSE_COUNT = default("LightningIndexer", "sparse_count", int)
 
 
 @script(opset=ascend, default_opset=op)
@@ -98,9 +102,9 @@ def LightningIndexer(
     weights,
     actual_seq_lengths_query=None,
     actual_seq_lengths_key=None,
-    layout: str = "BSND",
-    sparse_mode: int = 3,
-    sparse_count: int = 2048,
+    layout: str = _LAYOUT,
+    sparse_mode: int = _SPARSE_MODE,
+    sparse_count: int = _SPARSE_COUNT,
 ):
     """The sparse_count best keys of each query token's batch by indexer score, and their scores;
     computes in float32, sparse_values cast back to T. The actual_seq_lengths inputs are tested
@@ -150,9 +154,9 @@ def LightningIndexerTnd(
     weights,
     actual_seq_lengths_query,
     actual_seq_lengths_key,
-    layout: str = "BSND",
-    sparse_mode: int = 3,
-    sparse_count: int = 2048,
+    layout: str = _LAYOUT,
+    sparse_mode: int = _SPARSE_MODE,
+    sparse_count: int = _SPARSE_COUNT,
 ):
     """LightningIndexer for nodes that pass both actual_seq_lengths inputs (layout TND)."""
     q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
@@ -183,9 +187,9 @@ def LightningIndexerBsnd(
     weights,
     actual_seq_lengths_query=None,
     actual_seq_lengths_key=None,
-    layout: str = "BSND",
-    sparse_mode: int = 3,
-    sparse_count: int = 2048,
+    layout: str = _LAYOUT,
+    sparse_mode: int = _SPARSE_MODE,
+    sparse_count: int = _SPARSE_COUNT,
 ):
     """LightningIndexer for nodes that pass neither actual_seq_lengths input (layout BSND)."""
     q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)

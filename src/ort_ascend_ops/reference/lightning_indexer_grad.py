@@ -3,10 +3,17 @@ presence of the actual_seq_lengths inputs (``VARIANTS``)."""
 
 from onnxscript import FLOAT, INT64, script
 
+from ..opschema import default
 from ._opset import ascend, op
 from .checks import Check, ElemType, IsIndexType, ReadPresent, SameType, SameVector
 from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
 from .lightning_indexer_tokens import IndexerTokens
+
+_LAYOUT = default("LightningIndexerGrad", "layout", str)
+_SPARSE_MODE = default("LightningIndexerGrad", "sparse_mode", int)
+_PRE_TOKENS = default("LightningIndexerGrad", "pre_tokens", int)
+_NEXT_TOKENS = default("LightningIndexerGrad", "next_tokens", int)
+_DETERMINISTIC = default("LightningIndexerGrad", "deterministic", int)
 
 
 @script(opset=ascend, default_opset=op)
@@ -121,11 +128,11 @@ def LightningIndexerGrad(
     head_num: int,
     actual_seq_lengths_query=None,
     actual_seq_lengths_key=None,
-    layout: str = "BSND",
-    sparse_mode: int = 3,
-    pre_tokens: int = 9223372036854775807,
-    next_tokens: int = 9223372036854775807,
-    deterministic: int = 0,
+    layout: str = _LAYOUT,
+    sparse_mode: int = _SPARSE_MODE,
+    pre_tokens: int = _PRE_TOKENS,
+    next_tokens: int = _NEXT_TOKENS,
+    deterministic: int = _DETERMINISTIC,
 ):
     """Gradient of the selected indexer scores w.r.t. query, key and weights; computes in
     float32, outputs cast back to T. The token attributes change nothing. The actual_seq_lengths
@@ -181,11 +188,11 @@ def LightningIndexerGradTnd(
     actual_seq_lengths_query,
     actual_seq_lengths_key,
     head_num: int,
-    layout: str = "BSND",
-    sparse_mode: int = 3,
-    pre_tokens: int = 9223372036854775807,
-    next_tokens: int = 9223372036854775807,
-    deterministic: int = 0,
+    layout: str = _LAYOUT,
+    sparse_mode: int = _SPARSE_MODE,
+    pre_tokens: int = _PRE_TOKENS,
+    next_tokens: int = _NEXT_TOKENS,
+    deterministic: int = _DETERMINISTIC,
 ):
     """LightningIndexerGrad for nodes that pass both actual_seq_lengths inputs (layout TND)."""
     q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
@@ -221,11 +228,11 @@ def LightningIndexerGradBsnd(
     head_num: int,
     actual_seq_lengths_query=None,
     actual_seq_lengths_key=None,
-    layout: str = "BSND",
-    sparse_mode: int = 3,
-    pre_tokens: int = 9223372036854775807,
-    next_tokens: int = 9223372036854775807,
-    deterministic: int = 0,
+    layout: str = _LAYOUT,
+    sparse_mode: int = _SPARSE_MODE,
+    pre_tokens: int = _PRE_TOKENS,
+    next_tokens: int = _NEXT_TOKENS,
+    deterministic: int = _DETERMINISTIC,
 ):
     """LightningIndexerGrad for nodes that pass neither actual_seq_lengths input (layout BSND)."""
     q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)

@@ -2,12 +2,13 @@
 
 from onnxscript import DOUBLE, FLOAT, script
 
+from ..opschema import default
 from ._opset import ascend, op
 from .rms_norm_rules import NormRules
 
 
 @script(opset=ascend, default_opset=op)
-def RmsNorm(x, gamma, epsilon: float = 1e-6):
+def RmsNorm(x, gamma, epsilon: float = default("RmsNorm", "epsilon", float)):
     """RMS normalization over the last rank(gamma) axes; computes in float32, y cast back to T.
     The mean of squares is taken in float64, where the squares of large finite float32 values
     cannot overflow."""

@@ -2,13 +2,14 @@
 
 from onnxscript import FLOAT, script
 
+from ..opschema import default
 from ._opset import ascend, op
 from .rotary_position_embedding_layout import RotatedViews
 from .rotary_position_embedding_rules import RotaryRules
 
 
 @script(opset=ascend, default_opset=op)
-def RotaryPositionEmbedding(x, cos, sin, mode: int = 0):
+def RotaryPositionEmbedding(x, cos, sin, mode: int = default("RotaryPositionEmbedding", "mode", int)):
     """y = x * cos + rotate(x) * sin; computes in float32, y cast back to T."""
     # Every mode is a permutation with sign of the last axis D: y = P(x) * cos + rotate(P(x)) * sin.
     shape = RotaryRules(x, cos, sin, mode=mode)

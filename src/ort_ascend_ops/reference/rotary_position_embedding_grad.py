@@ -3,10 +3,13 @@ one per presence of x (``VARIANTS``)."""
 
 from onnxscript import FLOAT, script
 
+from ..opschema import default
 from ._opset import ascend, op
 from .checks import Check, PadPair, ReadPresent, SameType, SameVector
 from .rotary_position_embedding_layout import RotaryLayout, RotatedViews, RowView
 from .rotary_position_embedding_rules import RotaryRules
+
+_MODE = default("RotaryPositionEmbeddingGrad", "mode", int)
 
 # The forward is y = P(x) * cos + rotate(P(x)) * sin, with P and rotate permutations with sign
 # (the views of the rows [R, D] that RotaryLayout describes). rotate turns block halves (u, v)
@@ -51,7 +54,7 @@ def RotarySums(dy, x, cos, shape, mode: int):
 
 
 @script(opset=ascend, default_opset=op)
-def RotaryPositionEmbeddingGrad(dy, cos, sin, x=None, mode: int = 0):
+def RotaryPositionEmbeddingGrad(dy, cos, sin, x=None, mode: int = _MODE):
     """Gradient of RotaryPositionEmbedding w.r.t. x, and w.r.t. cos and sin when x is given;
     computes in float32, outputs cast back to T. Without x, dcos and dsin come back empty. x is
     tested for at run time, with OptionalHasElement, which ONNX Runtime 1.32 runs for float32 and
@@ -70,7 +73,7 @@ def RotaryPositionEmbeddingGrad(dy, cos, sin, x=None, mode: int = 0):
 
 
 @script(opset=ascend, default_opset=op)
-def RotaryPositionEmbeddingGradWithX(dy, cos, sin, x, mode: int = 0):
+def RotaryPositionEmbeddingGradWithX(dy, cos, sin, x, mode: int = _MODE):
     """RotaryPositionEmbeddingGrad for nodes that pass x."""
     shape = RotaryRules(dy, cos, sin, mode=mode)
     dy_f = op.Reshape(op.Cast(dy, to=FLOAT.dtype), shape, allowzero=1)
@@ -80,7 +83,7 @@ def RotaryPositionEmbeddingGradWithX(dy, cos, sin, x, mode: int = 0):
 
 
 @script(opset=ascend, default_opset=op)
-def RotaryPositionEmbeddingGradWithoutX(dy, cos, sin, x=None, mode: int = 0):
+def RotaryPositionEmbeddingGradWithoutX(dy, cos, sin, x=None, mode: int = _MODE):
     """RotaryPositionEmbeddingGrad for nodes without x, which produce dx alone."""
     shape = RotaryRules(dy, cos, sin, mode=mode)
     dy_f = op.Reshape(op.Cast(dy, to=FLOAT.dtype), shape, allowzero=1)

@@ -3,7 +3,7 @@ inference knows about every forward value. Gradient rules build through it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -209,3 +209,19 @@ class Backward:
     def total(self, grads: Sequence[str], hint: str) -> str:
         """The sum of the gradients reaching one value (fan-out)."""
         return grads[0] if len(grads) == 1 else self.op("Sum", *grads, hint=hint)
+
+
+# One gradient name (or None: no gradient) per slot: a rule takes one per output of the node and
+# returns one per input.
+Grads = list[str | None]
+# rule(backward, node, output_grads) -> input_grads; the registration table is rules.RULES.
+GradientRule = Callable[[Backward, onnx.NodeProto, Grads], Grads]
+
+
+def first_grad(grads: Grads) -> str:
+    """``grads[0]``, for a rule that reads only its node's first output's gradient: a rule runs
+    only when some output has one, and such a node's other outputs have none."""
+    g = grads[0]
+    if g is None:
+        raise GradientError("no gradient reaches the node's first output")
+    return g

@@ -1,18 +1,28 @@
-"""One gradient rule per forward op: ``rule(backward, node, output_grads) -> input_grads``, a
-gradient name (or None) per node input, built with :class:`..graph.Backward`. Only the inputs
-``backward.needs`` must get one."""
+"""One gradient rule per forward op (a :data:`..graph.GradientRule`):
+``rule(backward, node, output_grads) -> input_grads``, a gradient name (or None) per node input,
+built with :class:`..graph.Backward`. Only the inputs ``backward.needs`` must get one."""
 
 from ...domain import DOMAIN
-from . import elementwise, linalg, loss, ours, reduce, shape
+from ..graph import GradientRule
+from . import (
+    elementwise,
+    lightning_indexer,
+    linalg,
+    loss,
+    reduce,
+    rms_norm,
+    rotary_position_embedding,
+    shape,
+)
 
-RULES = {
+RULES: dict[tuple[str, str], GradientRule] = {
     # ort_ascend_ops forward ops -> our grad ops.
-    (DOMAIN, "RmsNorm"): ours.rms_norm,
-    (DOMAIN, "RotaryPositionEmbedding"): ours.rotary_position_embedding,
-    (DOMAIN, "LightningIndexer"): ours.lightning_indexer,
+    (DOMAIN, "RmsNorm"): rms_norm.rms_norm,
+    (DOMAIN, "RotaryPositionEmbedding"): rotary_position_embedding.rotary_position_embedding,
+    (DOMAIN, "LightningIndexer"): lightning_indexer.lightning_indexer,
     # Standard ops that our grad ops serve too.
-    ("", "RMSNormalization"): ours.rms_normalization,
-    ("", "RotaryEmbedding"): ours.rotary_embedding,
+    ("", "RMSNormalization"): rms_norm.rms_normalization,
+    ("", "RotaryEmbedding"): rotary_position_embedding.rotary_embedding,
     # Standard ops of a Llama-style block and the DeepSeek indexer loss.
     ("", "MatMul"): linalg.matmul,
     ("", "Gemm"): linalg.gemm,

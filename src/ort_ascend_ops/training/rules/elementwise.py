@@ -6,7 +6,7 @@ import math
 
 import onnx
 
-from ..graph import Backward, GradientError, attribute, node_label
+from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
 
 
 def _binary(b: Backward, node: onnx.NodeProto, grad_a, grad_b):
@@ -18,38 +18,38 @@ def _binary(b: Backward, node: onnx.NodeProto, grad_a, grad_b):
     ]
 
 
-def add(b, node, grads):
-    g = grads[0]
+def add(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g = first_grad(grads)
     return _binary(b, node, lambda: g, lambda: g)
 
 
-def sum_(b, node, grads):
-    (g,), y = grads, node.output[0]
+def sum_(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g, y = first_grad(grads), node.output[0]
     return [b.sum_to(g, b.dims(y), name) if b.needs(name) else None for name in node.input]
 
 
-def sub(b, node, grads):
-    g = grads[0]
+def sub(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g = first_grad(grads)
     return _binary(b, node, lambda: g, lambda: b.op("Neg", g))
 
 
-def mul(b, node, grads):
-    (g,), (x, w) = grads, node.input
+def mul(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g, (x, w) = first_grad(grads), node.input
     return _binary(b, node, lambda: b.op("Mul", g, w), lambda: b.op("Mul", g, x))
 
 
-def div(b, node, grads):
+def div(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # y = a / c: da = g / c, dc = -g * y / c.
-    (g,), (_, c), y = grads, node.input, node.output[0]
+    g, (_, c), y = first_grad(grads), node.input, node.output[0]
     return _binary(b, node, lambda: b.op("Div", g, c), lambda: b.op("Neg", b.op("Div", b.op("Mul", g, y), c)))
 
 
-def neg(b, node, grads):
-    return [b.op("Neg", grads[0])]
+def neg(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [b.op("Neg", first_grad(grads))]
 
 
-def pow_(b, node, grads):
-    (g,), (x, exponent) = grads, node.input
+def pow_(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g, (x, exponent) = first_grad(grads), node.input
     value = b.constant(exponent)
     if b.needs(exponent) or value is None or value.size != 1:
         raise GradientError(f"{node_label(node)}: only a constant scalar exponent is differentiable")
@@ -59,55 +59,55 @@ def pow_(b, node, grads):
     return [b.op("Mul", g, slope), None]
 
 
-def sqrt(b, node, grads):
+def sqrt(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     y = node.output[0]
-    return [b.op("Div", b.op("Mul", grads[0], b.scalar(0.5, y)), y)]
+    return [b.op("Div", b.op("Mul", first_grad(grads), b.scalar(0.5, y)), y)]
 
 
-def exp(b, node, grads):
-    return [b.op("Mul", grads[0], node.output[0])]
+def exp(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [b.op("Mul", first_grad(grads), node.output[0])]
 
 
-def log(b, node, grads):
-    return [b.op("Div", grads[0], node.input[0])]
+def log(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [b.op("Div", first_grad(grads), node.input[0])]
 
 
-def relu(b, node, grads):
+def relu(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     x = node.input[0]
-    return [b.op("Where", b.op("Greater", x, b.scalar(0.0, x)), grads[0], b.scalar(0.0, x))]
+    return [b.op("Where", b.op("Greater", x, b.scalar(0.0, x)), first_grad(grads), b.scalar(0.0, x))]
 
 
-def reciprocal(b, node, grads):
+def reciprocal(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     y = node.output[0]
-    return [b.op("Neg", b.op("Mul", grads[0], b.op("Mul", y, y)))]
+    return [b.op("Neg", b.op("Mul", first_grad(grads), b.op("Mul", y, y)))]
 
 
-def abs_(b, node, grads):
+def abs_(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # Sign(0) = 0: the zero subgradient at the kink, as torch.abs takes.
-    return [b.op("Mul", grads[0], b.op("Sign", node.input[0]))]
+    return [b.op("Mul", first_grad(grads), b.op("Sign", node.input[0]))]
 
 
-def sin(b, node, grads):
-    return [b.op("Mul", grads[0], b.op("Cos", node.input[0]))]
+def sin(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [b.op("Mul", first_grad(grads), b.op("Cos", node.input[0]))]
 
 
-def cos(b, node, grads):
-    return [b.op("Neg", b.op("Mul", grads[0], b.op("Sin", node.input[0])))]
+def cos(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [b.op("Neg", b.op("Mul", first_grad(grads), b.op("Sin", node.input[0])))]
 
 
-def erf(b, node, grads):
+def erf(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # d erf(x) = 2/sqrt(pi) exp(-x^2).
     x = node.input[0]
     slope = b.op("Mul", b.scalar(2.0 / math.sqrt(math.pi), x), b.op("Exp", b.op("Neg", b.op("Mul", x, x))))
-    return [b.op("Mul", grads[0], slope)]
+    return [b.op("Mul", first_grad(grads), slope)]
 
 
-def softplus(b, node, grads):
+def softplus(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     x = node.input[0]
-    return [b.op("Mul", grads[0], b.op("Sigmoid", x))]
+    return [b.op("Mul", first_grad(grads), b.op("Sigmoid", x))]
 
 
-def gelu(b, node, grads):
+def gelu(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """The slope is built from Erf or Tanh: the Gelu op itself (opset 20) is missing at opset 18."""
     x, approximate = node.input[0], attribute(node, "approximate", "none")
     if approximate == "none":
@@ -116,7 +116,7 @@ def gelu(b, node, grads):
         slope = _gelu_tanh_slope(b, x)
     else:
         raise GradientError(f"{node_label(node)}: no gradient for approximate='{approximate}'")
-    return [b.op("Mul", grads[0], slope)]
+    return [b.op("Mul", first_grad(grads), slope)]
 
 
 def _gelu_slope(b: Backward, x: str) -> str:
@@ -147,18 +147,18 @@ def _gelu_tanh_slope(b: Backward, x: str) -> str:
     return b.op("Mul", b.scalar(0.5, x), inner)
 
 
-def sigmoid(b, node, grads):
+def sigmoid(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     y = node.output[0]
-    return [b.op("Mul", grads[0], b.op("Mul", y, b.op("Sub", b.scalar(1.0, y), y)))]
+    return [b.op("Mul", first_grad(grads), b.op("Mul", y, b.op("Sub", b.scalar(1.0, y), y)))]
 
 
-def tanh(b, node, grads):
+def tanh(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     y = node.output[0]
-    return [b.op("Mul", grads[0], b.op("Sub", b.scalar(1.0, y), b.op("Mul", y, y)))]
+    return [b.op("Mul", first_grad(grads), b.op("Sub", b.scalar(1.0, y), b.op("Mul", y, y)))]
 
 
-def where(b, node, grads):
-    (g,), (condition, x, _) = grads, node.input
+def where(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g, (condition, x, _) = first_grad(grads), node.input
     zero = b.scalar(0.0, x)
     picked = _binary(
         b,
@@ -169,11 +169,11 @@ def where(b, node, grads):
     return [None, *picked]
 
 
-def extremum(b, node, grads):
+def extremum(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """Max, Min: g goes to the inputs equal to the output, shared equally among ties (two tied
     inputs get g/2 each, as torch.maximum and torch.minimum give; it is also what central
     differences see)."""
-    (g,), y = grads, node.output[0]
+    g, y = first_grad(grads), node.output[0]
     hits = [b.op("Cast", b.op("Equal", x, y), to=b.elem_type(y)) for x in node.input]
     share = b.op("Div", g, b.total(hits, "ties"))
     return [
@@ -182,11 +182,11 @@ def extremum(b, node, grads):
     ]
 
 
-def clip(b, node, grads):
+def clip(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """y = Min(Max(x, low), high) for the bounds given, differentiated as written: a tie with a
     bound passes g to x (as torch.clamp does), and a low bound above the high one sends all of g
     to the high one (the output is high there)."""
-    (g,), x, y = grads, node.input[0], node.output[0]
+    g, x, y = first_grad(grads), node.input[0], node.output[0]
     low, high = (node.input[i] if len(node.input) > i and node.input[i] else None for i in (1, 2))
 
     def masked(condition, value):
@@ -206,11 +206,11 @@ def clip(b, node, grads):
     return [masked(b.op("GreaterOrEqual", x, low), through), grad_low, grad_high]
 
 
-def cast(b, node, grads):
+def cast(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """Cast and CastLike: the gradient cast back to x's type (CastLike's second input only gives
     the type)."""
-    return [b.op("Cast", grads[0], to=b.elem_type(node.input[0]))] + [None] * (len(node.input) - 1)
+    return [b.op("Cast", first_grad(grads), to=b.elem_type(node.input[0]))] + [None] * (len(node.input) - 1)
 
 
-def identity(b, node, grads):
-    return [grads[0]]
+def identity(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [first_grad(grads)]

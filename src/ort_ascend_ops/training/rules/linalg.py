@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..graph import Backward, GradientError, attribute, node_label
+import onnx
+
+from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
 
 
 def _swap_last(b: Backward, name: str, rank: int) -> str:
@@ -10,8 +12,8 @@ def _swap_last(b: Backward, name: str, rank: int) -> str:
     return b.op("Transpose", name, perm=perm)
 
 
-def matmul(b, node, grads):
-    (g,), (a, w), y = grads, node.input, node.output[0]
+def matmul(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    g, (a, w), y = first_grad(grads), node.input, node.output[0]
     ranks = b.rank(a), b.rank(w)
     if min(ranks) < 2:
         raise GradientError(f"{node_label(node)}: MatMul gradients need operands of rank 2 or more")
@@ -37,9 +39,9 @@ def matmul(b, node, grads):
     return [grad_a, grad_w]
 
 
-def gemm(b, node, grads):
+def gemm(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # Y = alpha A' B' + beta C with A' = A^T if transA, B' = B^T if transB.
-    (g,), y = grads, node.output[0]
+    g, y = first_grad(grads), node.output[0]
     a, w = node.input[0], node.input[1]
     c = node.input[2] if len(node.input) > 2 and node.input[2] else None
     alpha, beta = attribute(node, "alpha", 1.0), attribute(node, "beta", 1.0)

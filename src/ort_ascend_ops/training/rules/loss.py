@@ -8,11 +8,11 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from ..graph import Backward, GradientError, attribute, node_label
+from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
 
 
-def negative_log_likelihood_loss(b, node, grads):
-    return [_log_prob_grad(b, node, grads[0])] + [None] * (len(node.input) - 1)
+def negative_log_likelihood_loss(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [_log_prob_grad(b, node, first_grad(grads))] + [None] * (len(node.input) - 1)
 
 
 def split_softmax_cross_entropy(graph: onnx.GraphProto) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx
 
-from ..graph import Backward, GradientError, attribute, node_label
+from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
 
 
 def _axis(b: Backward, node: onnx.NodeProto, default: int) -> int:
@@ -12,16 +12,16 @@ def _axis(b: Backward, node: onnx.NodeProto, default: int) -> int:
     return axis + b.rank(node.input[0]) if axis < 0 else axis
 
 
-def softmax(b, node, grads):
+def softmax(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # dx = y (g - sum(g y)) over the axis.
-    (g,), y = grads, node.output[0]
+    g, y = first_grad(grads), node.output[0]
     axes = b.const([_axis(b, node, -1)])
     dot = b.op("ReduceSum", b.op("Mul", g, y), axes, keepdims=1)
     return [b.op("Mul", y, b.op("Sub", g, dot))]
 
 
-def log_softmax(b, node, grads):
-    return [log_softmax_grad(b, grads[0], node.output[0], _axis(b, node, -1))]
+def log_softmax(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [log_softmax_grad(b, first_grad(grads), node.output[0], _axis(b, node, -1))]
 
 
 def log_softmax_grad(b: Backward, g: str, y: str, axis: int) -> str:
@@ -55,33 +55,33 @@ def _spread(b: Backward, node: onnx.NodeProto, g: str, axes: list[int]) -> str:
     return b.op("Unsqueeze", g, b.const(axes))
 
 
-def reduce_sum(b, node, grads):
+def reduce_sum(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     axes = _reduced_axes(b, node)
     if axes is None:
-        return [grads[0], None]
+        return [first_grad(grads), None]
     x = node.input[0]
-    return [b.op("Expand", _spread(b, node, grads[0], axes), b.shape_of(x)), None]
+    return [b.op("Expand", _spread(b, node, first_grad(grads), axes), b.shape_of(x)), None]
 
 
-def reduce_mean(b, node, grads):
+def reduce_mean(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     axes = _reduced_axes(b, node)
     if axes is None:
-        return [grads[0], None]
+        return [first_grad(grads), None]
     x, y = node.input[0], node.output[0]
     count = b.op("Cast", b.op("Div", b.op("Size", x), b.op("Size", y)), to=b.elem_type(x))
-    spread = b.op("Expand", _spread(b, node, grads[0], axes), b.shape_of(x))
+    spread = b.op("Expand", _spread(b, node, first_grad(grads), axes), b.shape_of(x))
     return [b.op("Div", spread, count), None]
 
 
-def reduce_max(b, node, grads):
+def reduce_max(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # The gradient goes to the elements equal to the maximum, shared equally among ties.
     axes = _reduced_axes(b, node)
     if axes is None:
-        return [grads[0], None]
+        return [first_grad(grads), None]
     x, y = node.input[0], node.output[0]
     hit = b.op("Cast", b.op("Equal", x, _spread(b, node, y, axes)), to=b.elem_type(x))
     ties = b.op("ReduceSum", hit, b.const(axes), keepdims=1)
-    share = b.op("Div", _spread(b, node, grads[0], axes), ties)
+    share = b.op("Div", _spread(b, node, first_grad(grads), axes), ties)
     return [b.op("Mul", hit, share), None]
 
 
@@ -92,15 +92,15 @@ def _kept(b: Backward, node: onnx.NodeProto, value: str) -> str:
     return value if axes is None else _spread(b, node, value, axes)
 
 
-def reduce_sum_square(b, node, grads):
+def reduce_sum_square(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # dx = 2 x g; with nothing reduced y = x^2 elementwise, the same formula.
     x = node.input[0]
-    return [b.op("Mul", b.op("Mul", x, b.scalar(2.0, x)), _kept(b, node, grads[0])), None]
+    return [b.op("Mul", b.op("Mul", x, b.scalar(2.0, x)), _kept(b, node, first_grad(grads))), None]
 
 
-def reduce_l2(b, node, grads):
+def reduce_l2(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # dx = g x / y, taken as 0 where y = 0 (the subgradient torch.linalg.vector_norm takes).
     x, y = node.input[0], node.output[0]
     norm, zero = _kept(b, node, y), b.scalar(0.0, x)
-    scale = b.op("Div", _kept(b, node, grads[0]), norm)
+    scale = b.op("Div", _kept(b, node, first_grad(grads)), norm)
     return [b.op("Mul", x, b.op("Where", b.op("Equal", norm, zero), zero, scale)), None]

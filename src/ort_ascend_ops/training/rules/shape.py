@@ -8,26 +8,26 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ..graph import Backward, GradientError, attribute, node_label
+from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
 
 _END = np.iinfo(np.int64).max  # a Slice end past every axis
 _WHOLE = 2**62  # a Slice end at least this large is past any axis a tensor can have
 
 
-def transpose(b, node, grads):
+def transpose(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     rank = b.rank(node.input[0])
     perm = attribute(node, "perm", list(range(rank))[::-1])
     inverse = [perm.index(i) for i in range(rank)]
-    return [b.op("Transpose", grads[0], perm=inverse)]
+    return [b.op("Transpose", first_grad(grads), perm=inverse)]
 
 
-def reshape(b, node, grads):
+def reshape(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """Reshape, Flatten, Squeeze, Unsqueeze: the same elements in x's shape."""
-    return [b.reshape_like(grads[0], node.input[0])] + [None] * (len(node.input) - 1)
+    return [b.reshape_like(first_grad(grads), node.input[0])] + [None] * (len(node.input) - 1)
 
 
-def expand(b, node, grads):
-    return [b.sum_to(grads[0], b.dims(node.output[0]), node.input[0]), None]
+def expand(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    return [b.sum_to(first_grad(grads), b.dims(node.output[0]), node.input[0]), None]
 
 
 def _axis(b: Backward, node: onnx.NodeProto) -> int:
@@ -35,15 +35,17 @@ def _axis(b: Backward, node: onnx.NodeProto) -> int:
     return axis + b.rank(node.input[0]) if axis < 0 else axis
 
 
-def concat(b, node, grads):
+def concat(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     axis = _axis(b, node)
     sizes = [b.op("Slice", b.shape_of(x), b.const([axis]), b.const([axis + 1])) for x in node.input]
-    parts = b.op("Split", grads[0], b.op("Concat", *sizes, axis=0), axis=axis, outputs=len(node.input))
+    parts = b.op(
+        "Split", first_grad(grads), b.op("Concat", *sizes, axis=0), axis=axis, outputs=len(node.input)
+    )
     parts = parts if isinstance(parts, list) else [parts]
     return [part if b.needs(x) else None for x, part in zip(node.input, parts, strict=True)]
 
 
-def split(b, node, grads):
+def split(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # Outputs nobody differentiates contribute zeros of their shape.
     parts = [g if g is not None else b.zeros_like(y) for g, y in zip(grads, node.output, strict=True)]
     return [b.op("Concat", *parts, axis=_axis(b, node))] + [None] * (len(node.input) - 1)
@@ -64,13 +66,13 @@ def _scatter_back(b: Backward, x: str, g: str, select: Callable[[str], str], red
     return b.op("Reshape", b.convert(scattered, acc, elem), b.shape_of(x), hint=x)
 
 
-def slice_(b, node, grads):
+def slice_(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     x, rest = node.input[0], list(node.input[1:])
     pads = _slice_pads(b, x, rest)
     if pads is not None:
-        grad = b.op("Pad", grads[0], b.const(pads), hint=x) if any(pads) else grads[0]
+        grad = b.op("Pad", first_grad(grads), b.const(pads), hint=x) if any(pads) else first_grad(grads)
     else:
-        grad = _scatter_back(b, x, grads[0], lambda idx: b.op("Slice", idx, *rest), "none")
+        grad = _scatter_back(b, x, first_grad(grads), lambda idx: b.op("Slice", idx, *rest), "none")
     return [grad] + [None] * len(rest)
 
 
@@ -100,12 +102,12 @@ def _slice_pads(b: Backward, x: str, rest: list[str]) -> list[int] | None:
     return before + after
 
 
-def gather(b, node, grads):
+def gather(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     x, indices = node.input
     axis = attribute(node, "axis", 0)
     if axis == 0:
-        return [_rows_back(b, x, indices, grads[0]), None]
-    grad = _scatter_back(b, x, grads[0], lambda idx: b.op("Gather", idx, indices, axis=axis), "add")
+        return [_rows_back(b, x, indices, first_grad(grads)), None]
+    grad = _scatter_back(b, x, first_grad(grads), lambda idx: b.op("Gather", idx, indices, axis=axis), "add")
     return [grad, None]
 
 
@@ -123,17 +125,19 @@ def _rows_back(b: Backward, x: str, indices: str, g: str) -> str:
     return b.convert(summed, acc, elem)
 
 
-def gather_elements(b, node, grads):
+def gather_elements(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     x, indices = node.input
     axis = attribute(node, "axis", 0)
-    grad = _scatter_back(b, x, grads[0], lambda idx: b.op("GatherElements", idx, indices, axis=axis), "add")
+    grad = _scatter_back(
+        b, x, first_grad(grads), lambda idx: b.op("GatherElements", idx, indices, axis=axis), "add"
+    )
     return [grad, None]
 
 
-def scatter_nd(b, node, grads):
+def scatter_nd(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """With reduction 'none' the elements of data that updates overwrite get no gradient; with
     'add' all of g reaches data. updates get g at their indices either way."""
-    (g,), (data, indices, updates) = grads, node.input
+    g, (data, indices, updates) = first_grad(grads), node.input
     reduction = attribute(node, "reduction", "none")
     if reduction not in ("none", "add"):
         raise GradientError(f"{node_label(node)}: no gradient for reduction '{reduction}'")
@@ -144,10 +148,10 @@ def scatter_nd(b, node, grads):
     return [grad_data, None, grad_updates]
 
 
-def tile(b, node, grads):
+def tile(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """y holds r_i copies of x along each axis i: g seen as [r_0, d_0, r_1, d_1, ...] summed
     over the r axes. The shape is built at run time, so repeats and x's shape may be dynamic."""
-    (g,), (x, repeats) = grads, node.input
+    g, (x, repeats) = first_grad(grads), node.input
     column = b.const([1])
     pairs = b.op(
         "Concat", b.op("Unsqueeze", repeats, column), b.op("Unsqueeze", b.shape_of(x), column), axis=1
@@ -157,13 +161,13 @@ def tile(b, node, grads):
     return [b.op("ReduceSum", blocks, copies, keepdims=0, hint=x), None]
 
 
-def pad(b, node, grads):
+def pad(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     """Constant mode only: x's gradient is g with the padding sliced off (and zeros padded back
     where negative pads cropped x); the constant value gets the sum of g over the padding."""
     mode = attribute(node, "mode", "constant")
     if mode != "constant":
         raise GradientError(f"{node_label(node)}: no gradient for Pad mode '{mode}' (only 'constant')")
-    (g,), x = grads, node.input[0]
+    g, x = first_grad(grads), node.input[0]
     value, axes = (node.input[i] if len(node.input) > i and node.input[i] else None for i in (2, 3))
     axes = (
         b.const(list(range(b.rank(x))))

@@ -7,11 +7,14 @@ output) and ``example_inputs(rng, config)`` (every graph input as a NumPy array)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import onnx
 from onnxscript import FLOAT, OnnxFunction
+from onnxscript.onnx_types import TensorType
 
 from ..op_model import IR_VERSION
 from ..reference import attach_functions
@@ -54,7 +57,7 @@ def to_model(
     input_shapes: Mapping[str, Sequence[int]],
     output_shapes: Mapping[str, Sequence[int]],
     doc: str,
-    output_types: Mapping[str, object] | None = None,
+    output_types: Mapping[str, type[TensorType]] | None = None,
 ) -> onnx.ModelProto:
     """The model of a script-mode function with static float32 input and output shapes (given in
     the function's parameter and return order; ``output_types`` overrides an output's element
@@ -67,3 +70,20 @@ def to_model(
     assert [i.name for i in model.graph.input] == list(input_shapes), "input shapes out of order"
     assert [o.name for o in model.graph.output] == list(output_shapes), "output shapes out of order"
     return finish(attach_functions(model), doc)
+
+
+def save_models(directory: Path, files: Sequence[str], models: Iterable[onnx.ModelProto]) -> int:
+    """Saves ``models`` as ``files`` in ``directory``, saying so: the scripts in ``models/``."""
+    for name, model in zip(files, models, strict=True):
+        onnx.save(model, directory / name)
+        print(f"wrote {directory / name} ({(directory / name).stat().st_size} bytes)")
+    return 0
+
+
+def run_hash_seeded(main: Callable[[], int]) -> None:
+    """Exits with ``main()`` run under ``PYTHONHASHSEED=0``, this process re-executed with it if
+    needed: onnxscript names a few values of the reference functions in set order, and a script
+    in ``models/`` must write the same bytes every time."""
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+    sys.exit(main())

@@ -166,7 +166,7 @@ def _value_types(model: onnx.ModelProto) -> dict[str, int]:
 
 def _namer(model: onnx.ModelProto) -> Callable[[str], str]:
     """A function giving names that no value or node of the model has, nor an earlier call gave."""
-    used = set()
+    used: set[str] = set()
     for graph in _graphs(model.graph):
         used.update(v.name for v in (*graph.input, *graph.initializer))
         used.update(name for node in graph.node for name in (node.name, *node.input, *node.output))
@@ -225,7 +225,9 @@ def _widen_graph(
 ) -> bool:
     """Widens, in place, the nodes of ``graph`` and of its subgraphs that need it; whether any
     did."""
-    nodes, copies, in_subgraphs = [], {}, False
+    nodes: list[onnx.NodeProto] = []
+    copies: dict[str, str] = {}
+    in_subgraphs = False
     for node in graph.node:
         for sub in _node_graphs(node):
             in_subgraphs |= _widen_graph(sub, types, opset, fresh)

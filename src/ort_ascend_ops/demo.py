@@ -20,10 +20,12 @@ Ends with a one-line verdict."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -83,7 +85,7 @@ def _say(text: str = "") -> None:
 
 def _relative(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
+    return float(np.linalg.norm(a - b)) / max(float(np.linalg.norm(b)), 1e-300)
 
 
 def _run(session, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -229,7 +231,7 @@ def _demo_one(example: Example, index: int, steps: int, seed: int, threads: int 
     native = _run(make_session(training_model, threads=threads), initial)
     portable = _run(make_session(training_model, threads=threads, native=False), initial)
     differences = {name: _relative(native[name], portable[name]) for name in native}
-    worst_grad = max((name for name in differences if name != module.LOSS), key=differences.get)
+    worst_grad = max((name for name in differences if name != module.LOSS), key=differences.__getitem__)
     _say(
         f"  native vs portable path (no library), relative difference: loss {differences[module.LOSS]:.1e}, "
         f"worst gradient {worst_grad} {differences[worst_grad]:.1e} (tolerance {PORTABLE_TOL:g})"
@@ -330,7 +332,7 @@ def _check_portable(key: str, paths, feeds, threads: int | None) -> tuple[dict[s
         Module(paths["training"], state, threads=threads, native=native)(*feeds)
         grads[native] = {name: p.grad for name, p in state.parameters.items() if p.grad is not None}
     differences = {name: _relative(grads[True][name], grads[False][name]) for name in grads[True]}
-    worst = max(differences, key=differences.get)
+    worst = max(differences, key=differences.__getitem__)
     _say(
         f"  native vs portable path, one step's gradients at the initial weights: worst {worst} "
         f"{differences[worst]:.1e} (tolerance {PORTABLE_TOL:g})"
@@ -393,17 +395,11 @@ def _demo_indexer_warmup(steps: int, seed: int, threads: int | None, profile_dir
     return {"loss": (initial, final), "portable": max(differences.values())}, failures
 
 
-def main(
-    steps: int = 20,
-    seed: int = 0,
-    threads: int | None = 1,
-    lm_steps: int = 300,
-    out: str = "demo-output",
-    warmup_steps: int = 30,
-) -> int:
+def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str, warmup_steps: int) -> int:
     """Runs the demo; ``threads`` is ONNX Runtime's intra-op thread count (None: its default);
     ``lm_steps`` AdamW steps of the language model, ``warmup_steps`` AdamW steps of the DeepSeek
-    indexer warm-up, ``steps`` SGD steps of the indexer loss."""
+    indexer warm-up, ``steps`` SGD steps of the indexer loss. The defaults are the command line's
+    (``python -m ort_ascend_ops demo``)."""
     from .training.data import ByteCorpus
     from .training.loop import Settings
 
@@ -423,14 +419,12 @@ def main(
         threads=threads,
     )
     corpus = ByteCorpus.python_stdlib()
-    sections = [
+    sections: list[tuple[str, Callable[[str], tuple[dict, list[str]]]]] = [
         ("byte_llama", lambda folder: _demo_language_model(settings, threads, folder, corpus)),
         ("deepseek_v32", lambda folder: _demo_indexer_warmup(warmup_steps, seed, threads, folder, corpus)),
     ]
     for index, example in enumerate(EXAMPLES, 3):
-        sections.append(
-            (example.key, lambda folder, e=example, i=index: _demo_one(e, i, steps, seed, threads, folder))
-        )
+        sections.append((example.key, functools.partial(_demo_one, example, index, steps, seed, threads)))
     summaries, failures = {}, []
     with tempfile.TemporaryDirectory(prefix="ort_ascend_ops_demo_") as profile_dir:
         for key, section in sections:

@@ -9,7 +9,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .domain import DOMAIN, VERSION
-from .opschema import Dim, infer_outputs, load_op_specs
+from .opschema import Dim, Shape, infer_outputs, load_op_specs
 from .reference.portable import DEFAULT_ONNX_OPSET, attach_functions
 
 IR_VERSION = 10  # accepted by both onnx 1.23 and ONNX Runtime 1.32
@@ -71,19 +71,23 @@ def make_op_model(
     )
     if unknown:
         raise ValueError(f"{op_name} has no inputs, attributes or outputs named {sorted(unknown)}")
-    inputs = {
+    inputs: dict[str, tuple[int, Shape]] = {
         p.name: (_elem_type(input_types[p.name][0]), _shape(input_types[p.name][1]))
         for p in spec.inputs
         if p.name in input_types
     }
-    outputs = infer_outputs(spec, inputs, attrs, outputs)
+    produced: dict[str, tuple[int, Shape]] = {}
+    for name, (elem, shape) in infer_outputs(spec, inputs, attrs, outputs).items():
+        if elem is None:  # a type parameter that no input binds: no spec has one
+            raise ValueError(f"{op_name}: no input binds the element type of {name}")
+        produced[name] = (elem, shape)
 
-    cast = {name for name, (elem, _) in outputs.items() if output_cast_float and elem != TensorProto.FLOAT}
+    cast = {name for name, (elem, _) in produced.items() if output_cast_float and elem != TensorProto.FLOAT}
     node = helper.make_node(
         op_name,
         [p.name if p.name in inputs else "" for p in spec.inputs],
         [
-            f"{op_name}_{p.name}" if p.name in cast else p.name if p.name in outputs else ""
+            f"{op_name}_{p.name}" if p.name in cast else p.name if p.name in produced else ""
             for p in spec.outputs
         ],
         domain=spec.domain,
@@ -97,7 +101,7 @@ def make_op_model(
         [helper.make_tensor_value_info(name, elem, shape) for name, (elem, shape) in inputs.items()],
         [
             helper.make_tensor_value_info(name, TensorProto.FLOAT if name in cast else elem, shape)
-            for name, (elem, shape) in outputs.items()
+            for name, (elem, shape) in produced.items()
         ],
     )
     model = helper.make_model(

@@ -71,7 +71,8 @@ def main(job_path: str) -> None:
         optimizer=onnxblock.optim.AdamW(eps=1e-8, weight_decay=0.01),
     )
     artifacts_s = time.perf_counter() - start
-    results = {"export_s": export_s, "artifacts_s": artifacts_s, "runs": []}
+    runs: list[dict[str, object]] = []
+    results = {"export_s": export_s, "artifacts_s": artifacts_s, "runs": runs}
     for threads in job["threads"]:
         options = SessionOptions()
         options.intra_op_num_threads = threads
@@ -90,7 +91,7 @@ def main(job_path: str) -> None:
             times.append(time.perf_counter() - begin)
             losses.append(float(loss[0] if isinstance(loss, (tuple, list)) else loss))
         timed = times[job["warmup"] :]
-        results["runs"].append(
+        runs.append(
             {
                 "threads": threads,
                 "median_s": statistics.median(timed),

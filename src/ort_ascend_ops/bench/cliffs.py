@@ -170,12 +170,15 @@ def run_pair(pair: Pair, threads: Sequence[int], max_repeats: int) -> list[Resul
     """The pair's result on each thread count."""
     cases = [BENCHES[pair.bench].make(params) for params in (pair.power, pair.neighbour)]
     graphs = [(op_model(case), ort_values(case.inputs)) for case in cases]
-    shapes, works = tuple(map(shape, cases)), tuple(map(work, cases))
+    power, neighbour = cases
+    shapes, works = (shape(power), shape(neighbour)), (work(power), work(neighbour))
     results = []
     for n in threads:
         runs = [bound_run(model, values, n, native=True) for model, values in graphs]
-        timings = tuple(measure(*runs, repeats=max_repeats, budget_s=TURNS_BUDGET_S))
-        results.append(Result(cases[0].op, cases[0].dtype, pair.variant, n, shapes, works, timings))
+        at_power, at_neighbour = measure(*runs, repeats=max_repeats, budget_s=TURNS_BUDGET_S)
+        results.append(
+            Result(power.op, power.dtype, pair.variant, n, shapes, works, (at_power, at_neighbour))
+        )
     return results
 
 

@@ -32,9 +32,11 @@ CACHE_NAMES = {("1", "Data"): "L1d", ("2", "Unified"): "L2", ("3", "Unified"): "
 
 
 def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
     try:
         return int(text)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
@@ -49,7 +51,7 @@ def parse_cpuinfo(text: str) -> dict:
     vendor = fields.get("vendor_id")
     flags = fields.get("flags")
     return {
-        "vendor": VENDORS.get(vendor, vendor),
+        "vendor": None if vendor is None else VENDORS.get(vendor, vendor),
         "family": _int(fields.get("cpu family")),
         "model": _int(fields.get("model")),
         "stepping": _int(fields.get("stepping")),

@@ -107,7 +107,22 @@ def op_model(case: Case) -> onnx.ModelProto:
     return make_op_model(case.op, {name: (a.dtype, a.shape) for name, a in case.inputs.items()}, case.attrs)
 
 
-def bound_run(model: onnx.ModelProto, values: dict[str, ort.OrtValue], threads: int, native: bool):
+@dataclass(frozen=True)
+class _BoundRun:
+    """One run of a session on bound inputs and outputs. It holds the inputs' OrtValues: the
+    binding only borrows them."""
+
+    session: ort.InferenceSession
+    binding: ort.IOBinding
+    values: dict[str, ort.OrtValue]
+
+    def __call__(self) -> None:
+        self.session.run_with_iobinding(self.binding)
+
+
+def bound_run(
+    model: onnx.ModelProto, values: dict[str, ort.OrtValue], threads: int, native: bool
+) -> Callable[[], None]:
     """A zero-argument callable running ``model`` once, inputs and outputs bound in advance so
     that only the graph is timed."""
     options = session_options(threads=threads, native=native)
@@ -124,12 +139,7 @@ def bound_run(model: onnx.ModelProto, values: dict[str, ort.OrtValue], threads: 
     for output in session.get_outputs():
         binding.bind_output(output.name, "cpu")
     session.run_with_iobinding(binding)  # allocates the outputs once; later runs reuse them
-
-    def run() -> None:
-        session.run_with_iobinding(binding)
-
-    run.keep_alive = (values, session)  # the binding only borrows the OrtValues
-    return run
+    return _BoundRun(session, binding, values)
 
 
 def _moved_bytes(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> int:
@@ -167,7 +177,9 @@ class CaseRunner:
 
     def run(self, threads: int, max_repeats: int) -> Result:
         case, absent = self.case, dict(self.absent)
-        fns = {"native": bound_run(self.model, self.values, threads, native=True)}
+        fns: dict[str, Callable[[], object]] = {
+            "native": bound_run(self.model, self.values, threads, native=True)
+        }
         if self.torch_call is not None:
             peers.torch_module().set_num_threads(threads)
             fns["torch"] = self.torch_call
@@ -177,6 +189,8 @@ class CaseRunner:
                 fns["ort"] = bound_run(model, ort_values(inputs), threads, native=False)
             except Exception as e:  # noqa: BLE001 - ORT's errors derive from Exception only
                 absent["ort"] = _why(e)
+        work: float
+        roof: CopyBaseline | SgemmBaseline
         if case.flops is None:
             work, unit = _moved_bytes(self.model, case.inputs), "GB/s"
             roof = CopyBaseline(work, threads)

@@ -109,6 +109,7 @@ class CopyBaseline:
         size = max(nbytes // 2, 1)
         source, target = np.ones(size, np.uint8), np.zeros(size, np.uint8)
         self.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        ways: list[tuple[list[tuple[np.ndarray, np.ndarray]], ThreadPoolExecutor | None]]
         ways = [([(source, target)], None)]
         if self.pool is not None:
             parts = threads * self.PIECES

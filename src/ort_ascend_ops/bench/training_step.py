@@ -137,7 +137,7 @@ def _profile_shares(
         "train": engine.module.training_session.end_profiling(),
         "optimizer": engine.optimizer.session.end_profiling(),
     }
-    out = {}
+    out: dict[str, object] = {}
     for which, file in files.items():
         events = json.load(open(file))
         runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
@@ -271,7 +271,7 @@ def run_config(
         "profile": {},
     }
     for n in threads:
-        engines = {
+        engines: dict[str, _Ours | _Torch] = {
             "ours native": _Ours(paths, n, True, ids),
             "ours portable": _Ours(paths, n, False, ids),
             "PyTorch eager": _Torch(model, n, ids),

@@ -215,7 +215,7 @@ def _transformers_selection(model, inputs) -> dict[str, np.ndarray]:
     """transformers' own indices (its forward, torch.topk) and the index scores, per layer."""
     import torch
 
-    result = {}
+    result: dict[str, np.ndarray] = {}
 
     def keep(module, args, kwargs, output):
         layer = len(result) // 2

@@ -13,7 +13,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
 from ..domain import DOMAIN
-from .values import constant_list, dims, elem_type, is_last_axis, same_dim
+from .values import constant_list, dims, elem_type, is_last_axis, known_rank, same_dim
 
 HALF, INTERLEAVE = 0, 1  # our modes
 
@@ -67,10 +67,11 @@ class _Rope(pattern.RewriteRuleClassBase):
 
     def check(self, context, x, cos, sin, **bindings):
         result = pattern.MatchResult()
-        head = dims(x)[-1] if dims(x) else None
-        if not isinstance(head, int) or head % 2:
+        shape = dims(x)
+        head = shape[-1] if shape else None
+        if not shape or not isinstance(head, int) or head % 2:
             return result.fail("the head size is not a static even number")
-        if not self.rotates(x, head, **bindings):
+        if not self.rotates(shape, head, **bindings):
             return result.fail("x is not rotated as the mode rotates it")
         reason = _tables_fit(x, cos, sin)
         return result.fail(reason) if reason else result
@@ -87,8 +88,8 @@ class RotateHalfRope(_Rope):
         second = op.Slice(x, _allow_other_inputs=True, _outputs=["second"])
         return op.Concat(op.Neg(second), first, _outputs=["rotated"])
 
-    def rotates(self, x, head, first, second, rotated, **_):
-        rank = len(dims(x))
+    def rotates(self, shape, head, first, second, rotated, **_):
+        rank = len(shape)
         return (
             _slice_is(first.producer(), rank, head, 0, head // 2, 1)
             and _slice_is(second.producer(), rank, head, head // 2, head, 1)
@@ -111,17 +112,18 @@ class RotateEveryTwoRope(_Rope):
         )
         return op.Reshape(pairs, _allow_other_inputs=True, _outputs=["rotated"])
 
-    def rotates(self, x, head, even, odd, odd_axis, even_axis, pairs, rotated, **_):
-        rank = len(dims(x))
+    def rotates(self, shape, head, even, odd, odd_axis, even_axis, pairs, rotated, **_):
+        rank = len(shape)
+        rotated_dims = dims(rotated)
         new_axis = [constant_list(n.producer().inputs[1]) for n in (odd_axis, even_axis)]
         return (
             _slice_is(even.producer(), rank, head, 0, head, 2)
             and _slice_is(odd.producer(), rank, head, 1, head, 2)
             and all(a in ([-1], [rank]) for a in new_axis)
             and pairs.producer().attributes.get_int("axis") in (-1, rank)
-            and dims(rotated) is not None
-            and len(dims(rotated)) == rank
-            and all(map(same_dim, dims(rotated), dims(x)))
+            and rotated_dims is not None
+            and len(rotated_dims) == rank
+            and all(map(same_dim, rotated_dims, shape))
         )
 
 
@@ -153,7 +155,7 @@ class StandardRope(pattern.RewriteRuleClassBase):
         positions = node.inputs[3] if len(node.inputs) > 3 else None
         interleaved = bool(node.attributes.get_int("interleaved", 0))
         heads = node.attributes.get_int("num_heads", 0)
-        four_d = len(dims(x)) == 4
+        four_d = known_rank(x) == 4
         head_axis = 1 if four_d else 2  # [B, N, S, D], or [B, S, N, D] from [B, S, N*D]
         tables = []
         for cache in (cos_cache, sin_cache):

@@ -34,6 +34,14 @@ def dims(value: ir.Value | None) -> list | None:
     return list(value.shape)
 
 
+def known_rank(value: ir.Value) -> int:
+    """The rank of a value whose rank a rule's check has found known."""
+    shape = dims(value)
+    if shape is None:
+        raise ValueError(f"{value.name}: rank unknown")
+    return len(shape)
+
+
 def is_last_axis(axes: list | None, rank: int) -> bool:
     return axes is not None and len(axes) == 1 and axes[0] in (-1, rank - 1)
 
@@ -51,10 +59,11 @@ def elem_type(value: ir.Value) -> ir.DataType | None:
 def allows_types(op: str, **inputs: ir.Value) -> bool:
     """Whether the op's schema (types and type combinations) takes these inputs' element types."""
     types = {name: elem_type(v) for name, v in inputs.items()}
-    if None in types.values():
+    known = {name: t.value for name, t in types.items() if t is not None}
+    if len(known) < len(types):
         return False
     try:
-        bind_types(load_op_specs()[op], {name: t.value for name, t in types.items()})
+        bind_types(load_op_specs()[op], known)
     except ValueError:
         return False
     return True

@@ -53,17 +53,21 @@ def _our_nodes(nodes) -> Iterator[onnx.NodeProto]:
                 yield from _our_nodes(graph.node)
 
 
-def _choice(node: onnx.NodeProto, spec: OpSpec) -> tuple[str, object]:
-    """("function", (overload, function)) for the node, or ("refusal", message) when the
-    contract refuses the node whatever its inputs hold (its schema says why)."""
+# A node's function, (overload, function), or the message it is refused with.
+_Choice = tuple[str, OnnxFunction] | str
+
+
+def _choice(node: onnx.NodeProto, spec: OpSpec) -> _Choice:
+    """(overload, function) for the node, or the refusal's message when the contract refuses the
+    node whatever its inputs hold (its schema says why)."""
     present = {p.name for p, name in zip(spec.inputs, node.input, strict=False) if name}
     produced = [p.name for p, name in zip(spec.outputs, node.output, strict=False) if name]
     try:
         infer_outputs(spec, {name: (None, None) for name in present}, attribute_values(node), produced)
     except ValueError as error:
         # Printable, as the native kernels write it: the message becomes a node name.
-        return "refusal", "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(error))
-    return "function", function_for(spec.name, present)
+        return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in str(error))
+    return function_for(spec.name, present)
 
 
 def _outputs(spec: OpSpec) -> list[tuple[str, int | str]]:
@@ -88,32 +92,32 @@ def attach_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     emitter = _emitter(opset)
     graphs = [model.graph.node, *(f.node for f in model.functions if f.domain != DOMAIN)]
     nodes = [n for n in itertools.chain.from_iterable(map(_our_nodes, graphs)) if n.op_type in specs]
-    choices: dict[str, dict[str, tuple[str, object]]] = {}  # op -> overload -> choice
+    choices: dict[str, dict[str, _Choice]] = {}  # op -> overload -> choice
     for node in nodes:
         # Every slot listed, "" for the absent: ONNX Runtime refuses a function call with fewer
         # outputs than the function has, onnx.reference one with fewer inputs.
         spec = specs[node.op_type]
         node.input.extend([""] * (len(spec.inputs) - len(node.input)))
         node.output.extend([""] * (len(spec.outputs) - len(node.output)))
-        kind, value = _choice(node, spec)
+        choice = _choice(node, spec)
         per_op = choices.setdefault(node.op_type, {})
-        if kind == "refusal":
-            overload = next((o for o, c in per_op.items() if c == (kind, value)), f"refused_{len(per_op)}")
+        if isinstance(choice, str):
+            overload = next((o for o, c in per_op.items() if c == choice), f"refused_{len(per_op)}")
         else:
-            overload = value[0] or "default"
-        per_op[overload] = (kind, value)
+            overload = choice[0] or "default"
+        per_op[overload] = choice
         node.overload = overload
     protos = []
     for op_name, per_op in choices.items():
-        for overload, (kind, value) in per_op.items():
+        for overload, choice in per_op.items():
             name = overload if len(per_op) > 1 else ""
             spec = specs[op_name]
-            if kind == "refusal":
+            if isinstance(choice, str):
                 protos.append(
-                    emitter.refusal([p.name for p in spec.inputs], _outputs(spec), op_name, name, value)
+                    emitter.refusal([p.name for p in spec.inputs], _outputs(spec), op_name, name, choice)
                 )
             else:
-                protos.append(_emitted(opset, value[1], op_name, name))
+                protos.append(_emitted(opset, choice[1], op_name, name))
     for node in nodes:
         if len(choices[node.op_type]) == 1:
             node.overload = ""

@@ -281,11 +281,18 @@ class Module:
         """The training model's ONNX Runtime session (to end its profiling, say)."""
         return self._train.session
 
+    def _program(self) -> _Program:
+        """The program of the current mode (``eval()`` has checked there is an eval model)."""
+        program = self._train if self._training else self._eval
+        if program is None:
+            raise RuntimeError("this Module has no eval model (pass eval_model_uri)")
+        return program
+
     def input_names(self) -> list[str]:
-        return list((self._train if self._training else self._eval).user_inputs)
+        return list(self._program().user_inputs)
 
     def output_names(self) -> list[str]:
-        return list((self._train if self._training else self._eval).user_outputs)
+        return list(self._program().user_outputs)
 
     def lazy_reset_grad(self) -> None:
         """The next training call overwrites the gradients instead of adding to them."""
@@ -293,7 +300,7 @@ class Module:
 
     def __call__(self, *user_inputs):
         """The loss (a NumPy float32 scalar; a list when the model has more outputs)."""
-        program = self._train if self._training else self._eval
+        program = self._program()
         binding = program.bind(self._state, user_inputs)
         if not self._training:
             program.session.run_with_iobinding(binding)
@@ -376,6 +383,8 @@ class Optimizer:
             raise ValueError(f"the optimizer model does not update {untrained}")
         if state._optimizer is None:
             state._optimizer = {"step": 0, "learning_rate": float(self.options.lr)}
+        # The checkpoint's optimizer scalars, updated in place.
+        self._scalars: dict = state._optimizer
         for s in self.options.states:
             values = state._optimizer_states.setdefault(s, {})
             for p in self._names:
@@ -393,13 +402,13 @@ class Optimizer:
     @property
     def step_count(self) -> int:
         """Steps taken, those of the run a checkpoint resumes included."""
-        return int(self._module._state._optimizer["step"])
+        return int(self._scalars["step"])
 
     def set_learning_rate(self, learning_rate: float) -> None:
-        self._module._state._optimizer["learning_rate"] = float(learning_rate)
+        self._scalars["learning_rate"] = float(learning_rate)
 
     def get_learning_rate(self) -> float:
-        return float(self._module._state._optimizer["learning_rate"])
+        return float(self._scalars["learning_rate"])
 
     def step(self) -> None:
         """One update of every trainable parameter from its current gradient."""
@@ -427,7 +436,7 @@ class Optimizer:
             for s in self.options.states:
                 values = state._optimizer_states[s]
                 values[p], self._spare[(p, s)] = self._spare[(p, s)], values[p]
-        state._optimizer["step"] = self.step_count + 1
+        self._scalars["step"] = self.step_count + 1
 
     def _spare_of(self, name: str, state: str, like: ort.OrtValue) -> ort.OrtValue:
         if (name, state) not in self._spare:

@@ -68,7 +68,8 @@ def _has_body(node: onnx.NodeProto, opset: int) -> bool:
         schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
     except onnx.defs.SchemaError:
         return False
-    return schema.has_function or schema.has_context_dependent_function
+    # onnx's stubs (1.23) lack these two OpSchema properties.
+    return schema.has_function or schema.has_context_dependent_function  # type: ignore[attr-defined]
 
 
 def _expanded(model: onnx.ModelProto, wrt: Sequence[str], loss: str) -> onnx.ModelProto:
@@ -127,7 +128,7 @@ def build_training_model(
     on_path = _on_path(graph, wrt, loss)
     missing = _without_rule(graph, on_path)
     if missing:
-        first = {}
+        first: dict[str, str] = {}
         for n in missing:
             first.setdefault(f"{n.domain or 'ai.onnx'}::{n.op_type}", n.name or n.output[0])
         listed = ", ".join(f"{op} (node '{name}')" for op, name in first.items())
@@ -184,6 +185,8 @@ def build_training_model(
 
 def _without_row(back: Backward, grad: str, name: str, row: int) -> str:
     """The gradient with one row zeroed, as torch leaves an embedding's padding row."""
-    rows = back.shape(name)[0]
+    rows = back.ranked_shape(name)[0]
+    if rows is None:
+        raise GradientError(f"'{name}' has no static row count to freeze a row of")
     keep = [[0.0] if r == row else [1.0] for r in range(rows)]
     return back.op("Mul", grad, back.const(keep, back.elem_type(name), hint=f"{name}_rows"), hint=name)

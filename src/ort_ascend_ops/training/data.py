@@ -38,9 +38,9 @@ class ByteCorpus:
         order so the split is the same on every machine; file ``i`` is held out when ``i %
         held_out_every == held_out_every - 1``. Files with a NUL byte are taken as binary and
         skipped."""
-        paths = [Path(p) for p in paths]
-        files = sorted({f for p in paths for f in _files(p)})
-        return cls._split(files, held_out_every, description or ", ".join(map(str, paths)), paths)
+        roots = [Path(p) for p in paths]
+        files = sorted({f for p in roots for f in _files(p)})
+        return cls._split(files, held_out_every, description or ", ".join(map(str, roots)), roots)
 
     @classmethod
     def python_stdlib(cls, held_out_every: int = 20) -> ByteCorpus:

@@ -51,7 +51,7 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     kwargs = dict(args) if isinstance(args, Mapping) else {}
     positional = () if isinstance(args, Mapping) else tuple(args)
 
-    class Outputs(torch.nn.Module):
+    class Outputs(torch.nn.Module):  # type: ignore[name-defined]  # torch is imported when called
         def __init__(self):
             super().__init__()
             self.module = module
@@ -63,7 +63,9 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     # the inputs given (a Hugging Face forward has dozens more, and **kwargs).
     given = list(kwargs) or list(inspect.signature(module.forward).parameters)[: len(positional)]
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    Outputs.forward.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in ["self", *given]])
+    # inspect.signature, which torch.export calls, reads a function's __signature__.
+    signature = inspect.Signature([inspect.Parameter(n, kind) for n in ["self", *given]])
+    Outputs.forward.__signature__ = signature  # type: ignore[attr-defined]
 
     with torch.no_grad():
         names = list(_named_tensors(module(*positional, **kwargs)))

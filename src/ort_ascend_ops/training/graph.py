@@ -98,10 +98,18 @@ class Backward:
         return None if dims is None else [d if isinstance(d, int) else None for d in dims]
 
     def rank(self, name: str) -> int:
-        shape = self.shape(name)
-        if shape is None:
+        return len(self.ranked_dims(name))
+
+    def ranked_shape(self, name: str) -> list[int | None]:
+        """``shape``, for a value whose rank a rule needs: raises when it is unknown."""
+        return [d if isinstance(d, int) else None for d in self.ranked_dims(name)]
+
+    def ranked_dims(self, name: str) -> list[int | str | None]:
+        """``dims``, for a value whose rank a rule needs: raises when it is unknown."""
+        dims = self.dims(name)
+        if dims is None:
             raise ValueError(f"the rank of '{name}' is unknown; the gradient rules need it")
-        return len(shape)
+        return dims
 
     def accumulation_type(self, name: str) -> int:
         """The element type to sum ``name``'s values in: float32 for float16 and bfloat16, else

@@ -11,6 +11,7 @@ loss's gradient w.r.t. the selected scores is ``softmax(I_t) - p_t``: the ``dy``
 
 from __future__ import annotations
 
+import functools
 import json
 
 import onnx
@@ -186,9 +187,9 @@ def _indexer_parameters(model: onnx.ModelProto, indexers, targets: list[str]) ->
     differentiable, and the paper detaches its inputs."""
     graph = model.graph
     candidates, _ = split_parameters(model)
-    reach = {"whole_nodes": False, "stop_at": _is_indexer}
-    feeding = depends_on(graph, [i for n in indexers for i in n.input[:3]], **reach)
-    main = depends_on(graph, targets, **reach)
+    reach = functools.partial(depends_on, graph, whole_nodes=False, stop_at=_is_indexer)
+    feeding = reach([i for n in indexers for i in n.input[:3]])
+    main = reach(targets)
     trained = [name for name in candidates if name in feeding and name not in main]
     if not trained:
         raise GradientError("no parameter feeds the indexers alone")

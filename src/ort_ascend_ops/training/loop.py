@@ -73,7 +73,7 @@ class History:
         if not path.exists():
             return cls()
         with open(path, newline="") as f:
-            rows = [
+            rows: list[dict] = [
                 {
                     "step": int(r["step"]),
                     "loss": float(r["loss"]),

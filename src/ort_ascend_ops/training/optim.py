@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import onnx
 from onnx import TensorProto, helper
@@ -153,7 +153,10 @@ def _sgd(b: _Builder, o: SGD, s: dict[str, str], p: str, g: str, states: dict[st
 
 
 # Per optimizer: the scalars of a step (once per graph), then the update of one parameter.
-_UPDATES = {AdamW: (_adamw_scalars, _adamw), SGD: (_sgd_scalars, _sgd)}
+_UPDATES: dict[type, tuple[Callable[..., dict[str, str]], Callable[..., dict[str, str]]]] = {
+    AdamW: (_adamw_scalars, _adamw),
+    SGD: (_sgd_scalars, _sgd),
+}
 
 
 def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | SGD) -> onnx.ModelProto:

@@ -21,13 +21,13 @@ def matmul(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
 
     # Each operand's gradient has the broadcast batch axes of y and the operand's own matrix axes.
     def batch_shape(operand):
-        return None if y_dims is None else y_dims[:-2] + b.dims(operand)[-2:]
+        return None if y_dims is None else y_dims[:-2] + b.ranked_dims(operand)[-2:]
 
     grad_a = grad_w = None
     if b.needs(a):
         grad_a = b.sum_to(b.op("MatMul", g, _swap_last(b, w, ranks[1])), batch_shape(a), a)
     if b.needs(w):
-        w_shape = b.shape(w)
+        w_shape = b.ranked_shape(w)
         if ranks[1] == 2 and ranks[0] > 2 and None not in w_shape:
             # A weight shared by every row: one GEMM over the flattened rows, not a batched
             # MatMul and a sum over its batch.

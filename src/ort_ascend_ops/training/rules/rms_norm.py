@@ -39,7 +39,7 @@ def rms_normalization(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     rank = b.rank(x)
     axis = attribute(node, "axis", -1)
     axis = axis + rank if axis < 0 else axis
-    x_shape, scale_shape = b.shape(x), b.shape(scale)
+    x_shape, scale_shape = b.ranked_shape(x), b.shape(scale)
     label = f"{node_label(node)} (gradient rule rms_normalization)"
     # RmsNorm normalizes over the trailing rank(gamma) axes and does not broadcast gamma: the
     # scale must span exactly the normalized axes X.shape[axis:].

@@ -88,9 +88,9 @@ def _slice_pads(b: Backward, x: str, rest: list[str]) -> list[int] | None:
     if len(rest) > 3 and rest[3] and (steps is None or np.any(steps != 1)):
         return None
     rank = len(dims)
-    axes = range(len(starts)) if axes is None else [int(a) % rank for a in axes]
+    sliced = range(len(starts)) if axes is None else [int(a) % rank for a in axes]
     before, after = [0] * rank, [0] * rank
-    for axis, start, end in zip(axes, starts.tolist(), ends.tolist(), strict=True):
+    for axis, start, end in zip(sliced, starts.tolist(), ends.tolist(), strict=True):
         size = dims[axis]
         if size is None:  # of unknown size: only the whole axis (an exporter's x[:, :]) is known
             if start != 0 or end < _WHOLE:

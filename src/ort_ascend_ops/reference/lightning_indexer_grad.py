@@ -5,8 +5,8 @@ from onnxscript import FLOAT, INT64, script
 
 from ..opschema import default
 from ._opset import ascend, op
-from .checks import Check, ElemType, IsIndexType, ReadPresent, SameType, SameVector
-from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds
+from .checks import Check, ElemType, IsIndexType, SameType, SameVector
+from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds, TestedInputs
 from .lightning_indexer_tokens import IndexerTokens
 
 _LAYOUT = default("LightningIndexerGrad", "layout", str)
@@ -136,32 +136,17 @@ def LightningIndexerGrad(
 ):
     """Gradient of the selected indexer scores w.r.t. query, key and weights; computes in
     float32, outputs cast back to T. The token attributes change nothing. The actual_seq_lengths
-    inputs are tested for at run time, with OptionalHasElement, and read through ReadPresent,
-    which takes them as int64 only (up to opset 27 in ONNX Runtime 1.32): the variants below
-    serve the other nodes."""
-    q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
-    has_q = op.OptionalHasElement(actual_seq_lengths_query)
-    has_k = op.OptionalHasElement(actual_seq_lengths_key)
-    q_shape = LayoutInputs(q_shape, has_q, has_k, layout=layout)
-    if has_q:
-        lengths_q = ReadPresent(
-            op.Constant(value_ints=[]),
-            actual_seq_lengths_query,
-            rule="input 'actual_seq_lengths_query' must be 1-D int64 (int32: see attach_functions)",
-        )
-        lengths_k = ReadPresent(
-            op.Constant(value_ints=[]),
-            actual_seq_lengths_key,
-            rule="input 'actual_seq_lengths_key' must be 1-D int64 (int32: see attach_functions)",
-        )
-        ends_q = SeqEnds(
-            lengths_q, op.Slice(q_shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
-        )
-        ends_k = SeqEnds(
-            lengths_k, op.Slice(k_shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
-        )
-    else:
-        ends_q, ends_k = ShapeEnds(q_shape, k_shape)
+    inputs are tested for at run time (TestedInputs): the variants below serve the nodes whose
+    types that test does not take."""
+    q_shape, k_shape, ends_q, ends_k = TestedInputs(
+        query,
+        key,
+        weights,
+        actual_seq_lengths_query,
+        actual_seq_lengths_key,
+        layout=layout,
+        sparse_mode=sparse_mode,
+    )
     d_query, d_key, d_weights = IndexerGradRows(
         query,
         key,

@@ -4,7 +4,7 @@ cumulative batch ends both read from their inputs."""
 from onnxscript import INT64, script
 
 from ._opset import ascend, op
-from .checks import All, Check, ElemType, IsFloatT, IsIndexType, SameType, SameVector
+from .checks import All, Check, ElemType, IsFloatT, IsIndexType, ReadPresent, SameType, SameVector
 
 
 @script(opset=ascend, default_opset=op)
@@ -142,3 +142,36 @@ def BatchCounts(ends_q, ends_k):
         SameVector(op.Shape(ends_q), op.Shape(ends_k)),
         rule="inputs 'actual_seq_lengths_query' and 'actual_seq_lengths_key' must have one value per batch each",
     )
+
+
+@script(opset=ascend, default_opset=op)
+def TestedInputs(
+    query, key, weights, actual_seq_lengths_query, actual_seq_lengths_key, layout: str, sparse_mode: int
+):
+    """query's and key's checked shapes and the cumulative batch ends, for the functions that
+    test for the actual_seq_lengths inputs at run time, with OptionalHasElement, and read them
+    through ReadPresent, which takes them as int64 only (up to opset 27 in ONNX Runtime 1.32)."""
+    q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
+    has_q = op.OptionalHasElement(actual_seq_lengths_query)
+    has_k = op.OptionalHasElement(actual_seq_lengths_key)
+    q_shape = LayoutInputs(q_shape, has_q, has_k, layout=layout)
+    if has_q:
+        lengths_q = ReadPresent(
+            op.Constant(value_ints=[]),
+            actual_seq_lengths_query,
+            rule="input 'actual_seq_lengths_query' must be 1-D int64 (int32: see attach_functions)",
+        )
+        lengths_k = ReadPresent(
+            op.Constant(value_ints=[]),
+            actual_seq_lengths_key,
+            rule="input 'actual_seq_lengths_key' must be 1-D int64 (int32: see attach_functions)",
+        )
+        ends_q = SeqEnds(
+            lengths_q, op.Slice(q_shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+        )
+        ends_k = SeqEnds(
+            lengths_k, op.Slice(k_shape, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]))
+        )
+    else:
+        ends_q, ends_k = ShapeEnds(q_shape, k_shape)
+    return q_shape, k_shape, ends_q, ends_k

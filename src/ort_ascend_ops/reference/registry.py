@@ -67,6 +67,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     lightning_indexer_rules.SeqEnds,
     lightning_indexer_rules.ShapeEnds,
     lightning_indexer_rules.LayoutInputs,
+    lightning_indexer_rules.TestedInputs,
     lightning_indexer_rules.BatchCounts,
     IndexerTokens,
     IndexerSelect,

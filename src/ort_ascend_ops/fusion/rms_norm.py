@@ -8,6 +8,7 @@ it rounds once where a narrowing Cast before the scale rounded twice."""
 
 from __future__ import annotations
 
+import onnx
 import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
@@ -15,6 +16,9 @@ from ..domain import DOMAIN
 from .values import allows_types, constant_list, dims, elem_type, is_last_axis, same_dim, scalar
 
 _FLOAT32 = ir.DataType.FLOAT
+# The standard RMSNormalization's default epsilon (RmsNorm's own differs): what a node mapped onto
+# RmsNorm, here or by the gradient rule, gets when it sets none.
+RMS_NORMALIZATION_EPSILON = onnx.defs.get_schema("RMSNormalization", 23).attributes["epsilon"].default_value.f
 
 
 class DecomposedRmsNorm(pattern.RewriteRuleClassBase):
@@ -90,7 +94,7 @@ class StandardRmsNorm(pattern.RewriteRuleClassBase):
         return result
 
     def rewrite(self, op, x, scale, out, **_):
-        epsilon = out.producer().attributes.get_float("epsilon", 1e-5)
+        epsilon = out.producer().attributes.get_float("epsilon", RMS_NORMALIZATION_EPSILON)
         y, _rstd = op.RmsNorm(x, scale, epsilon=epsilon, _domain=DOMAIN, _outputs=2)
         return y
 

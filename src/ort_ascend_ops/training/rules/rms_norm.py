@@ -7,6 +7,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ...domain import DOMAIN
+from ...fusion.rms_norm import RMS_NORMALIZATION_EPSILON
 from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
 from .grad_nodes import forward_output, grad_node
 
@@ -62,7 +63,7 @@ def rms_normalization(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     # RmsNorm computes in float32, which is stash_type 1 (the default).
     if attribute(node, "stash_type", 1) != TensorProto.FLOAT:
         raise GradientError(f"{label}: only stash_type 1 (float32) maps onto RmsNorm")
-    epsilon = attribute(node, "epsilon", 1e-5)  # RmsNorm's own default is 1e-6: always set it
+    epsilon = attribute(node, "epsilon", RMS_NORMALIZATION_EPSILON)  # always set: RmsNorm's differs
     node.op_type, node.domain = "RmsNorm", DOMAIN
     del node.attribute[:]
     node.attribute.append(helper.make_attribute("epsilon", epsilon))

@@ -151,10 +151,11 @@ using HostLengths = std::optional<Io::Untyped>;
 constexpr ONNXTensorElementDataType kAnyType = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 
 // What both ops share: the layout and sparse_mode attributes (with Op's schema defaults), the
-// lengths and geometry in their Args, and read.
+// lengths and geometry in their Args, read, and the rules on query, key and the lengths around
+// Op::check_rest, the op's own.
 template <class Op, class Defaults>
-struct LightningIndexerMode : Signature {
-  explicit LightningIndexerMode(const OrtKernelInfo* info)
+struct LightningIndexerBase : Signature {
+  explicit LightningIndexerBase(const OrtKernelInfo* info)
       : layout(attribute<std::string>(info, "layout").value_or(Defaults::kLayout)),
         sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(Defaults::kSparseMode)) {}
 
@@ -165,11 +166,24 @@ struct LightningIndexerMode : Signature {
     LightningIndexerShape s;
   };
 
-  // The inputs, checked against the contract (Op::check; on the CPU the lengths are host memory).
+  // The inputs, checked against the contract (on the CPU the lengths are in host memory already).
   template <class Args>
   Ort::Status read(const Io& io, Args& a) const {
     Op::inputs(io, a);
-    return static_cast<const Op&>(*this).check(a, a.query_lengths, a.key_lengths);
+    return check(a, a.query_lengths, a.key_lengths);
+  }
+
+  // The contract's rules, on the lengths in host memory.
+  template <class Args>
+  Ort::Status check(Args& a, const HostLengths& query_lengths, const HostLengths& key_lengths) const {
+    LightningIndexerChecks checks(Op::kName, layout, sparse_mode);
+    checks.query_key(a.query.shape, a.key.shape, a.s);
+    if (!checks.ok()) return checks.status();
+    if (auto status = static_cast<const Op&>(*this).check_rest(a, checks); !status.IsOK()) return status;
+    checks.lengths("actual_seq_lengths_query", query_lengths, a.query.shape[0], a.s.spans.query_end);
+    checks.lengths("actual_seq_lengths_key", key_lengths, a.key.shape[0], a.s.spans.key_end);
+    checks.same_batches(a.s);
+    return checks.status();
   }
 
   std::string layout;
@@ -178,8 +192,8 @@ struct LightningIndexerMode : Signature {
 
 template <class T>
 struct LightningIndexerSignature
-    : LightningIndexerMode<LightningIndexerSignature<T>, schema::LightningIndexer> {
-  using Mode = LightningIndexerMode<LightningIndexerSignature<T>, schema::LightningIndexer>;
+    : LightningIndexerBase<LightningIndexerSignature<T>, schema::LightningIndexer> {
+  using Base = LightningIndexerBase<LightningIndexerSignature<T>, schema::LightningIndexer>;
   static constexpr const char* kName = "LightningIndexer";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr Slot kInputs[] = {{"query", kT},
@@ -191,11 +205,11 @@ struct LightningIndexerSignature
                                       {"sparse_values", kT}};
 
   explicit LightningIndexerSignature(const OrtKernelInfo* info)
-      : Mode(info),
+      : Base(info),
         sparse_count(
             attribute<int64_t>(info, "sparse_count").value_or(schema::LightningIndexer::kSparseCount)) {}
 
-  struct Args : Mode::Lengths {
+  struct Args : Base::Lengths {
     Input<T> query, key, weights;
   };
   static void inputs(const Io& io, Args& a) {
@@ -205,22 +219,15 @@ struct LightningIndexerSignature
     a.query_lengths = io.untyped_input(3);
     a.key_lengths = io.untyped_input(4);
   }
-  // The contract's rules, on the lengths in host memory.
-  Ort::Status check(Args& a, const HostLengths& query_lengths, const HostLengths& key_lengths) const {
-    LightningIndexerChecks checks(kName, this->layout, this->sparse_mode);
-    LightningIndexerShape& s = a.s;
-    checks.query_key(a.query.shape, a.key.shape, s);
-    if (!checks.ok()) return checks.status();
+  // K and the weights' shape; a failure goes to `checks` unless it is the first.
+  Ort::Status check_rest(Args& a, LightningIndexerChecks& checks) const {
     if (sparse_count < 1) {
       return op_error(kName,
                       "attribute 'sparse_count' is " + std::to_string(sparse_count) + "; it must be >= 1");
     }
-    s.k = sparse_count;
-    checks.per_token("weights", a.weights.shape, a.query.shape, s.n1);
-    checks.lengths("actual_seq_lengths_query", query_lengths, a.query.shape[0], s.spans.query_end);
-    checks.lengths("actual_seq_lengths_key", key_lengths, a.key.shape[0], s.spans.key_end);
-    checks.same_batches(s);
-    return checks.status();
+    a.s.k = sparse_count;
+    checks.per_token("weights", a.weights.shape, a.query.shape, a.s.n1);
+    return Ort::Status(nullptr);
   }
 
   // sparse_indices and sparse_values: query's leading axes and K.
@@ -235,8 +242,8 @@ struct LightningIndexerSignature
 
 template <class T>
 struct LightningIndexerGradSignature
-    : LightningIndexerMode<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad> {
-  using Mode = LightningIndexerMode<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad>;
+    : LightningIndexerBase<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad> {
+  using Base = LightningIndexerBase<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad>;
   static constexpr const char* kName = "LightningIndexerGrad";
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
   static constexpr Slot kInputs[] = {{"query", kT},
@@ -251,7 +258,7 @@ struct LightningIndexerGradSignature
   // pre_tokens, next_tokens and deterministic change nothing in the math (aclnn reads and ignores
   // the first two); the aclnn backend passes them on.
   explicit LightningIndexerGradSignature(const OrtKernelInfo* info)
-      : Mode(info),
+      : Base(info),
         head_num(attribute<int64_t>(info, "head_num")),
         pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(schema::LightningIndexerGrad::kPreTokens)),
         next_tokens(
@@ -259,7 +266,7 @@ struct LightningIndexerGradSignature
         deterministic(attribute<int64_t>(info, "deterministic")
                           .value_or(schema::LightningIndexerGrad::kDeterministic) != 0) {}
 
-  struct Args : Mode::Lengths {
+  struct Args : Base::Lengths {
     Input<T> query, key, dy, weights;
     Io::Untyped indices;  // int32 or int64: their values are checked by run, which knows the type
   };
@@ -272,21 +279,15 @@ struct LightningIndexerGradSignature
     a.query_lengths = io.untyped_input(5);
     a.key_lengths = io.untyped_input(6);
   }
-  // The contract's shape rules, on the lengths in host memory.
-  Ort::Status check(Args& a, const HostLengths& query_lengths, const HostLengths& key_lengths) const {
-    LightningIndexerChecks checks(kName, this->layout, this->sparse_mode);
+  // K, head_num and the per-token inputs' shapes; failures go to `checks`.
+  Ort::Status check_rest(Args& a, LightningIndexerChecks& checks) const {
     LightningIndexerShape& s = a.s;
-    checks.query_key(a.query.shape, a.key.shape, s);
-    if (!checks.ok()) return checks.status();
     s.k = a.dy.shape.empty() ? 0 : a.dy.shape.back();
     checks.head_num(head_num, s.n1);
     checks.per_token("weights", a.weights.shape, a.query.shape, s.n1);
     checks.per_token("dy", a.dy.shape, a.query.shape, s.k);
     checks.per_token("sparse_indices", a.indices.shape, a.query.shape, s.k);
-    checks.lengths("actual_seq_lengths_query", query_lengths, a.query.shape[0], s.spans.query_end);
-    checks.lengths("actual_seq_lengths_key", key_lengths, a.key.shape[0], s.spans.key_end);
-    checks.same_batches(s);
-    return checks.status();
+    return Ort::Status(nullptr);
   }
 
   // The contract's index rule: a counted slot holds -1 or a key row of its batch.

@@ -5,18 +5,6 @@ import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
 
 from engines import run
-from harness import raw_model
-from ort_ascend_ops import aclnn_emulator
-
-
-def run_aclnn(op_name, inputs, attrs=None, outputs=None):
-    return run("aclnn", op_name, inputs, attrs or {}, outputs)
-
-
-def run_aclnn_raw(op_name, inputs, outputs, attrs=None):
-    """A single node built without the schema's checks (for inputs it would refuse)."""
-    model = raw_model(op_name, inputs, outputs, attrs)
-    return aclnn_emulator.make_session(model).run(inputs)
 
 
 def host_waits(emulator):
@@ -29,13 +17,10 @@ def assert_refused(emulator, op_name, inputs, attrs, match, *, error=InvalidArgu
     """The backend refuses the call with an error naming the op and `match`, and no aclnn
     function ran."""
     with pytest.raises(error, match=match) as raised:
-        if raw_outputs is None:
-            run_aclnn(op_name, inputs, attrs)
-        else:
-            run_aclnn_raw(op_name, inputs, raw_outputs, attrs)
+        run("aclnn", op_name, inputs, attrs, raw=raw_outputs)
     assert op_name in str(raised.value)
     assert emulator.aclemu_calls(f"aclnn{op_name}GetWorkspaceSize".encode()) == 0
     assert emulator.aclemu_calls(f"aclnn{op_name}".encode()) == 0
 
 
-__all__ = ["Fail", "InvalidArgument", "assert_refused", "host_waits", "run_aclnn", "run_aclnn_raw"]
+__all__ = ["Fail", "InvalidArgument", "assert_refused", "host_waits"]

@@ -1,26 +1,48 @@
-"""One op's reference function on three engines: onnxscript eager (each op on onnx.reference,
-which takes bfloat16 and runs the hundreds of small ops of the contract's checks faster than
-ONNX Runtime's eager sessions; test_portable.py runs them on ONNX Runtime too), ONNX Runtime
-(inlined from model.functions) and onnx.reference; and the library's kernels: "native" (CPU) and "aclnn" (the
-aclnn backend against the host emulator, through the CANN execution provider under onnxruntime-cann)."""
+"""The one way the tests run an op: ``run(engine, op, inputs, attrs)``. The library's kernels:
+"native" (CPU) and "aclnn" (the aclnn backend against the host emulator, through the CANN
+execution provider under onnxruntime-cann). The reference functions: "portable" (inlined by ONNX
+Runtime in a session of make_session), "ort" (a plain ONNX Runtime session), "eager" (onnxscript
+eager, each op on onnx.reference, which takes bfloat16 and runs the hundreds of small ops of the
+contract's checks faster than ONNX Runtime's eager sessions) and "reference" (onnx.reference)."""
 
 import onnxruntime as ort
 from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
-from ort_ascend_ops import aclnn_emulator, make_session
-from ort_ascend_ops.op_model import make_op_model
+from harness import raw_model
+from ort_ascend_ops import aclnn_emulator, make_op_model, make_session
 from ort_ascend_ops.opschema import load_op_specs
 from ort_ascend_ops.reference.registry import function_for
 from ort_ascend_ops.runtime import ortvalue_view
 
-ENGINES = ["eager", "ort", "reference"]  # the reference functions; "native" runs the library
+ENGINES = ["eager", "ort", "reference"]  # the reference functions' engines the oracle tests use
+KERNELS = ["native", "aclnn"]
 
 
-def run(engine, op_name, inputs, attrs, outputs=None):
+def run(engine, op_name, inputs, attrs=None, outputs=None, *, threads=None, raw=None):
     """The produced outputs of op_name as NumPy arrays, in the op's output order. ``outputs``
-    picks them as make_op_model does (default: every output the given inputs allow)."""
-    types = {name: (a.dtype, a.shape) for name, a in inputs.items()}
+    picks them as make_op_model does (default: every output the given inputs allow). ``raw``
+    (output name -> dtype) builds the node without the schema's checks, for inputs the schema
+    would refuse (native, portable and aclnn)."""
+    attrs = attrs or {}
+    assert raw is None or engine in ("native", "portable", "aclnn"), engine
+    if raw is not None:
+        model = raw_model(op_name, inputs, raw, attrs)
+    elif engine in ("native", "portable"):
+        # Dynamic dims: the kernel, not ONNX Runtime's shape inference, meets every shape. The
+        # kernels need no reference functions (ORT would parse them for every session).
+        types = {name: (a.dtype, [None] * a.ndim) for name, a in inputs.items()}
+        model = make_op_model(op_name, types, attrs, outputs=outputs, with_functions=engine == "portable")
+    else:
+        types = {name: (a.dtype, a.shape) for name, a in inputs.items()}
+    if engine == "native":
+        return make_session(model, threads=threads).run(inputs)
+    if engine == "portable":
+        return make_session(model, threads=threads, native=False).run(inputs)
+    if engine == "aclnn":
+        if raw is None:
+            model = make_op_model(op_name, types, attrs, outputs=outputs)
+        return aclnn_emulator.make_session(model, threads=threads).run(inputs)
     if engine == "eager":
         model = make_op_model(op_name, types, attrs, with_functions=False, outputs=outputs)
         produced = {o.name for o in model.graph.output}
@@ -33,16 +55,12 @@ def run(engine, op_name, inputs, attrs, outputs=None):
         results = results if isinstance(results, tuple) else (results,)
         spec_outputs = [p.name for p in load_op_specs()[op_name].outputs]
         return [r for name, r in zip(spec_outputs, results, strict=True) if name in produced]
-    if engine in ("native", "aclnn"):
-        model = make_op_model(op_name, types, attrs, outputs=outputs)
-        if engine == "native":
-            return make_session(model).run(inputs)
-        return aclnn_emulator.make_session(model).run(inputs)
     if engine == "ort":
         # ONNX Runtime cannot return bfloat16 to NumPy: cast outputs to float32 in the graph.
         model = make_op_model(op_name, types, attrs, output_cast_float=True, outputs=outputs)
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         return session.run(None, {name: ortvalue_view(a) for name, a in inputs.items()})
+    assert engine == "reference", engine
     # onnx.reference does not apply function attribute defaults: pass every attribute.
     defaults = {a.name: a.default for a in load_op_specs()[op_name].attributes}
     model = make_op_model(op_name, types, defaults | attrs, outputs=outputs)

@@ -1,17 +1,11 @@
-"""Running one op through ONNX Runtime: the native kernels or the inlined reference functions."""
+"""Models and buffers the tests build by hand: a node without the schema's checks, tensors placed
+at chosen offsets in a page, and raw bytes for bit-for-bit comparisons."""
 
 import numpy as np
 from onnx import helper
 
 from ort_ascend_ops import attach_functions, make_op_model, make_session
 from ort_ascend_ops.runtime import ortvalue_view
-
-
-def run_op(op_name, inputs, attrs=None, *, native=True, threads=None):
-    """Outputs of a single ``op_name`` node fed ``inputs`` (name -> array; dynamic shapes)."""
-    types = {name: (a.dtype, [None] * a.ndim) for name, a in inputs.items()}
-    model = make_op_model(op_name, types, attrs or {})
-    return make_session(model, native=native, threads=threads).run(inputs)
 
 
 def raw_model(op_name, inputs, outputs, attrs=None, with_functions=True):
@@ -36,10 +30,6 @@ def raw_model(op_name, inputs, outputs, attrs=None, with_functions=True):
         ir_version=10,
     )
     return attach_functions(model) if with_functions else model
-
-
-def run_raw(op_name, inputs, outputs, attrs=None):
-    return make_session(raw_model(op_name, inputs, outputs, attrs)).run(inputs)
 
 
 def bits(a):

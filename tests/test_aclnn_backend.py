@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from aclnn_checks import host_waits, run_aclnn
+from aclnn_checks import host_waits
 from memory import assert_memory_flat
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 import ort_ascend_ops
+from engines import run
 from oracles import F16, F32, TOL, assert_close, rms_norm_grad_inputs, rms_norm_grad_oracle
 from ort_ascend_ops import aclnn_emulator, make_op_model, make_session
 
@@ -38,7 +39,7 @@ def inputs(rng):
 def test_vendor_error_carries_code_and_message(symbol, code, error, name, inputs, emulator):
     emulator.aclemu_fail(symbol.encode(), code, b"the emulated vendor says no")
     with pytest.raises(error) as raised:
-        run_aclnn(OP, inputs)
+        run("aclnn", OP, inputs)
     message = str(raised.value)
     for part in (OP, f"{symbol} failed with {code}", name, "the emulated vendor says no"):
         assert part in message
@@ -47,7 +48,7 @@ def test_vendor_error_carries_code_and_message(symbol, code, error, name, inputs
 def test_workspace_allocation_failure_frees_the_executor(inputs, emulator):
     emulator.aclemu_set_workspace_size(1 << 60)
     with pytest.raises(Fail, match="RmsNormGrad"):
-        run_aclnn(OP, inputs)
+        run("aclnn", OP, inputs)
     assert emulator.aclemu_calls(b"aclDestroyAclOpExecutor") == 1
     assert emulator.aclemu_calls(b"aclnnRmsNormGrad") == 0
 
@@ -55,7 +56,7 @@ def test_workspace_allocation_failure_frees_the_executor(inputs, emulator):
 def test_tensor_creation_failure_releases_the_tensors_made(inputs, emulator):
     emulator.aclemu_fail(b"aclCreateTensor", 1, b"")
     with pytest.raises(Fail, match="aclCreateTensor refused"):
-        run_aclnn(OP, inputs)
+        run("aclnn", OP, inputs)
 
 
 def test_ten_thousand_failing_calls_leak_nothing(inputs, emulator):

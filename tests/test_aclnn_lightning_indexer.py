@@ -3,9 +3,10 @@ aclnn page's limits checked before the vendor is called."""
 
 import numpy as np
 import pytest
-from aclnn_checks import assert_refused, run_aclnn
+from aclnn_checks import assert_refused
 from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
+from engines import run
 from lightning_checks import MODES, forward_inputs
 from oracles import BF16, F16, F32, TOL, assert_close, lightning_indexer_oracle
 
@@ -17,7 +18,7 @@ OP = "LightningIndexer"
 def test_matches_oracle(layout, mode, t, rng, emulator):
     inputs = forward_inputs(aclnn_inputs(rng, layout, mode, t))
     attrs = {"layout": layout, "sparse_mode": mode, "sparse_count": 6}
-    indices, values = run_aclnn(OP, inputs, attrs)
+    indices, values = run("aclnn", OP, inputs, attrs)
     ref_indices, ref_values = lightning_indexer_oracle(**inputs, **attrs)
     assert (indices.dtype, values.dtype) == (np.int32, t)
     np.testing.assert_array_equal(indices, ref_indices)
@@ -54,6 +55,6 @@ def test_float32_and_head_dim_are_refused(rng, emulator):
 
 def test_no_tokens_calls_nothing(rng, emulator):
     inputs = forward_inputs(aclnn_inputs(rng, "BSND", 3, F16, s1=0))
-    indices, values = run_aclnn(OP, inputs, {"sparse_count": 4})
+    indices, values = run("aclnn", OP, inputs, {"sparse_count": 4})
     assert indices.shape == values.shape == (2, 0, 4)
     assert emulator.aclemu_calls(b"aclnnLightningIndexerGetWorkspaceSize") == 0

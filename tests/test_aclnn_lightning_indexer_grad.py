@@ -5,8 +5,9 @@ S2, and no index the vendor kernel would read out of bounds."""
 
 import numpy as np
 import pytest
-from aclnn_checks import assert_refused, host_waits, run_aclnn, run_aclnn_raw
+from aclnn_checks import assert_refused, host_waits
 
+from engines import run
 from lightning_checks import MODES
 from oracles import (
     BF16,
@@ -37,7 +38,7 @@ def attrs_of(inputs, layout, mode):
 @pytest.mark.parametrize(("layout", "mode"), MODES)
 def test_matches_oracle(layout, mode, t, rng, emulator):
     inputs = aclnn_inputs(rng, layout, mode, t)
-    outputs = run_aclnn(OP, inputs, attrs_of(inputs, layout, mode))
+    outputs = run("aclnn", OP, inputs, attrs_of(inputs, layout, mode))
     refs = lightning_indexer_grad_oracle(**inputs, layout=layout, sparse_mode=mode)
     for out, ref in zip(outputs, refs, strict=True):
         assert out.dtype == t
@@ -47,7 +48,7 @@ def test_matches_oracle(layout, mode, t, rng, emulator):
 
 def test_the_vendors_limits_at_their_edges(rng, emulator):
     inputs = aclnn_inputs(rng, "BSND", 0, F16, n1=64, k=9, batch=1, s1=2, s2=9)
-    outputs = run_aclnn(OP, inputs, attrs_of(inputs, "BSND", 0))
+    outputs = run("aclnn", OP, inputs, attrs_of(inputs, "BSND", 0))
     for out, ref in zip(
         outputs, lightning_indexer_grad_oracle(**inputs, layout="BSND", sparse_mode=0), strict=True
     ):
@@ -112,7 +113,7 @@ def test_tnd_lengths_are_checked_on_the_host(rng, emulator):
 
 def test_index_checks_wait_for_the_stream_once_per_read(rng, emulator):
     inputs = aclnn_inputs(rng, "TND", 3, BF16)
-    run_aclnn(OP, inputs, attrs_of(inputs, "TND", 3))
+    run("aclnn", OP, inputs, attrs_of(inputs, "TND", 3))
     assert host_waits(emulator) == 3  # two lengths, one index tensor
 
 
@@ -125,10 +126,11 @@ def test_inference_products_are_refused(rng, emulator):
 def test_contract_errors_come_first(rng, emulator):
     inputs = aclnn_inputs(rng, "BSND", 3, F16)
     with pytest.raises(Exception, match="attribute 'head_num' is 3 but query has N1 = 4"):
-        run_aclnn_raw(
+        run(
+            "aclnn",
             OP,
             inputs,
-            {"d_query": F16, "d_key": F16, "d_weights": F16},
             attrs_of(inputs, "BSND", 3) | {"head_num": 3},
+            raw={"d_query": F16, "d_key": F16, "d_weights": F16},
         )
     assert emulator.aclemu_calls(b"aclnnLightningIndexerGradGetWorkspaceSize") == 0

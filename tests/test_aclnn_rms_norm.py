@@ -3,8 +3,9 @@ page's limits checked before the vendor is called."""
 
 import numpy as np
 import pytest
-from aclnn_checks import assert_refused, host_waits, run_aclnn
+from aclnn_checks import assert_refused, host_waits
 
+from engines import run
 from oracles import F16, F32, PAIRS, SHAPES, TOL, assert_close, pair_id, rms_norm_oracle
 
 OP = "RmsNorm"
@@ -19,7 +20,7 @@ def test_matches_oracle(shapes, pair, epsilon, rng, emulator):
         "gamma": rng.standard_normal(shapes[1]).astype(pair[1]),
     }
     attrs = {} if epsilon is None else {"epsilon": epsilon}
-    y, rstd = run_aclnn(OP, inputs, attrs)
+    y, rstd = run("aclnn", OP, inputs, attrs)
     y_ref, rstd_ref = rms_norm_oracle(**inputs, epsilon=1e-6 if epsilon is None else epsilon)
     assert (y.dtype, rstd.dtype) == (pair[0], F32)
     assert rstd.shape == rstd_ref.shape  # keepdims form
@@ -45,5 +46,5 @@ def test_inference_products_need_32_byte_rows(rng, emulator):
     short = {"x": rng.standard_normal((2, 7)).astype(F32), "gamma": np.ones(7, F32)}
     assert_refused(emulator, OP, short, {}, "at least 32 bytes")
     inputs = {"x": rng.standard_normal((2, 16)).astype(F16), "gamma": rng.standard_normal(16).astype(F16)}
-    y, _ = run_aclnn(OP, inputs)
+    y, _ = run("aclnn", OP, inputs)
     assert_close(y, rms_norm_oracle(**inputs, epsilon=1e-6)[0], TOL[F16])

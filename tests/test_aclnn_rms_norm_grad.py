@@ -2,8 +2,9 @@
 aclnn page's limits checked before the vendor is called."""
 
 import pytest
-from aclnn_checks import assert_refused, host_waits, run_aclnn
+from aclnn_checks import assert_refused, host_waits
 
+from engines import run
 from oracles import (
     BF16,
     F16,
@@ -24,7 +25,7 @@ OP = "RmsNormGrad"
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_matches_oracle(shapes, pair, rng, emulator):
     inputs = rms_norm_grad_inputs(rng, *shapes, *pair)
-    dx, dgamma = run_aclnn(OP, inputs)
+    dx, dgamma = run("aclnn", OP, inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert (dx.dtype, dgamma.dtype) == (pair[0], F32)
     assert_close(dx, dx_ref, TOL[pair[0]])
@@ -37,7 +38,7 @@ def test_matches_oracle(shapes, pair, rng, emulator):
 def test_rstd_in_any_accepted_shape(rstd_shape, rng, emulator):
     inputs = rms_norm_grad_inputs(rng, (2, 3, 32), (32,), F16, F32)
     inputs["rstd"] = inputs["rstd"].reshape(rstd_shape)
-    dx, dgamma = run_aclnn(OP, inputs)
+    dx, dgamma = run("aclnn", OP, inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[F16])
     assert_close(dgamma, dgamma_ref, TOL[F32])
@@ -74,7 +75,7 @@ class TestInferenceProducts:
     @pytest.mark.parametrize("pair", [(F16, F16), (F32, F32)], ids=pair_id)
     def test_runs_the_pairs_it_takes(self, pair, rng, emulator):
         inputs = rms_norm_grad_inputs(rng, (3, 16), (16,), *pair)
-        dx, dgamma = run_aclnn(OP, inputs)
+        dx, dgamma = run("aclnn", OP, inputs)
         dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
         assert_close(dx, dx_ref, TOL[pair[0]])
         assert_close(dgamma, dgamma_ref, TOL[F32])
@@ -89,5 +90,5 @@ def test_old_training_products_are_refused(rng, emulator):
 def test_unidentified_product_leaves_limits_to_the_vendor(rng, emulator):
     emulator.aclemu_set_soc(b"")
     inputs = rms_norm_grad_inputs(rng, (2, 16), (16,), BF16, F32)
-    dx, _ = run_aclnn(OP, inputs)
+    dx, _ = run("aclnn", OP, inputs)
     assert_close(dx, rms_norm_grad_oracle(**inputs)[0], TOL[BF16])

@@ -4,8 +4,9 @@ checked before the vendor is called."""
 
 import numpy as np
 import pytest
-from aclnn_checks import assert_refused, host_waits, run_aclnn
+from aclnn_checks import assert_refused, host_waits
 
+from engines import run
 from oracles import BF16, F16, F32, ROPE_LAYOUTS, TOL, assert_close, rope_inputs, rope_oracle
 
 OP = "RotaryPositionEmbedding"
@@ -41,7 +42,7 @@ CASES = [
 def test_matches_oracle(soc, mode, layout, t, rng, emulator):
     emulator.aclemu_set_soc(soc)
     inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
-    (y,) = run_aclnn(OP, inputs, {"mode": mode})
+    (y,) = run("aclnn", OP, inputs, {"mode": mode})
     assert y.dtype == t
     assert_close(y, rope_oracle(**inputs, mode=mode), TOL[t])
     assert host_waits(emulator) == 0
@@ -95,7 +96,7 @@ class TestInferenceProducts:
     def test_runs_what_it_takes(self, t, rng, emulator):
         layout = ("BSND-1S1D", (2, 3, 2, 64), (1, 3, 1, 64))
         inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
-        (y,) = run_aclnn(OP, inputs)
+        (y,) = run("aclnn", OP, inputs)
         assert_close(y, rope_oracle(**inputs, mode=0), TOL[t])
 
     @pytest.mark.parametrize(("mode", "t", "d"), [(1, F16, 64), (0, BF16, 64), (0, F16, 48), (0, F32, 160)])

@@ -4,10 +4,11 @@ limits checked before the vendor is called."""
 
 import numpy as np
 import pytest
-from aclnn_checks import assert_refused, host_waits, run_aclnn
+from aclnn_checks import assert_refused, host_waits
 from test_aclnn_rotary_position_embedding import A2, ASCEND_950, CASES, DTYPES, INFERENCE, case_id
 from test_rotary_position_embedding_grad import SUM_TOL
 
+from engines import run
 from oracles import F16, F32, ROPE_LAYOUTS, TOL, assert_close, rope_grad_oracle, rope_inputs
 
 OP = "RotaryPositionEmbeddingGrad"
@@ -20,7 +21,7 @@ GRAD_CASES = [(soc, mode, layout) for soc, mode, layout in CASES if soc != ASCEN
 def test_matches_oracle(soc, mode, layout, t, rng, emulator):
     emulator.aclemu_set_soc(soc)
     inputs = rope_inputs(rng, layout, t, "dy", "cos", "sin", "x")
-    dx, dcos, dsin = run_aclnn(OP, inputs, {"mode": mode})
+    dx, dcos, dsin = run("aclnn", OP, inputs, {"mode": mode})
     dx_ref, dcos_ref, dsin_ref = rope_grad_oracle(**inputs, mode=mode)
     assert dx.dtype == dcos.dtype == dsin.dtype == t
     assert_close(dx, dx_ref, TOL[t])
@@ -32,7 +33,7 @@ def test_matches_oracle(soc, mode, layout, t, rng, emulator):
 @pytest.mark.parametrize("mode", [0, 1])
 def test_without_x_only_dx(mode, rng, emulator):
     inputs = rope_inputs(rng, ROPE_LAYOUTS[3], F16, "dy", "cos", "sin")
-    outputs = run_aclnn(OP, inputs, {"mode": mode})
+    outputs = run("aclnn", OP, inputs, {"mode": mode})
     assert len(outputs) == 1
     assert_close(outputs[0], rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[F16])
 
@@ -41,7 +42,7 @@ def test_without_x_only_dx(mode, rng, emulator):
 def test_outputs_the_node_leaves_out(taken, rng, emulator):
     # With x, aclnn writes both sums; one the node does not take goes to scratch device memory.
     inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "dy", "cos", "sin", "x")
-    outputs = run_aclnn(OP, inputs, {"mode": 0}, outputs=taken)
+    outputs = run("aclnn", OP, inputs, {"mode": 0}, outputs=taken)
     refs = dict(zip(["dx", "dcos", "dsin"], rope_grad_oracle(**inputs, mode=0), strict=True))
     assert len(outputs) == len(taken)
     for name, out in zip(taken, outputs, strict=True):
@@ -54,7 +55,7 @@ def test_atlas_limits_batch_times_heads_for_the_sums(rng, emulator):
     inputs = rope_inputs(rng, layout, F32, "dy", "cos", "sin", "x")
     assert_refused(emulator, OP, inputs, {}, "at most 1024 when dcos and dsin are computed")
     dx_only = {name: inputs[name] for name in ("dy", "cos", "sin")}
-    (dx,) = run_aclnn(OP, dx_only)
+    (dx,) = run("aclnn", OP, dx_only)
     assert_close(dx, rope_grad_oracle(**dx_only, x=None, mode=0)[0], TOL[F32])
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from harness import raw_model, run_op
+from engines import run
+from harness import raw_model
 from oracles import (
     BF16,
     F16,
@@ -175,7 +176,7 @@ TYPES = [F32, F16, BF16]
 def test_rms_norm_propagates_nan_and_inf(name, t, value, rng):
     inputs = {"x": rng.standard_normal((4, 37)).astype(t), "gamma": rng.standard_normal(37).astype(t)}
     inputs = poisoned(rng, inputs, name, value)
-    y, rstd = run_op("RmsNorm", inputs)
+    y, rstd = run("native", "RmsNorm", inputs)
     ref_y, ref_rstd = rms_norm_oracle(inputs["x"], inputs["gamma"], 1e-6)
     assert_same_ieee(y, ref_y, TOL[t])
     assert_same_ieee(rstd, ref_rstd, TOL[F32])
@@ -187,7 +188,7 @@ def test_rms_norm_propagates_nan_and_inf(name, t, value, rng):
 def test_rms_norm_grad_propagates_nan_and_inf(name, t, value, rng):
     inputs = poisoned(rng, rms_norm_grad_inputs(rng, (4, 37), (37,), t, t), name, value)
     for out, ref, tol in zip(
-        run_op("RmsNormGrad", inputs), rms_norm_grad_oracle(**inputs), (TOL[t], TOL[F32]), strict=True
+        run("native", "RmsNormGrad", inputs), rms_norm_grad_oracle(**inputs), (TOL[t], TOL[F32]), strict=True
     ):
         assert_same_ieee(out, ref, tol)
 
@@ -197,24 +198,24 @@ def test_rms_norm_grad_propagates_nan_and_inf(name, t, value, rng):
 LARGE_ROWS = [(16, 1e19), (4096, 3e17), (64, 3e38)]
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["native", "reference_functions"])
+@pytest.mark.parametrize("engine", ["native", "portable"], ids=["native", "reference_functions"])
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("t", [F32, BF16], ids=str)
 @pytest.mark.parametrize("d, magnitude", LARGE_ROWS)
-def test_rms_norm_of_rows_too_large_to_square_in_float32(d, magnitude, t, threads, native, rng):
+def test_rms_norm_of_rows_too_large_to_square_in_float32(d, magnitude, t, threads, engine, rng):
     # One such row among ordinary ones: y = x / rms(x) * gamma and rstd as the float64 formula
     # gives them, not the 0 an overflowed sum gives.
     x = rng.standard_normal((3, d))
     x[1] *= magnitude / np.abs(x[1]).max()
     inputs = {"x": x.astype(t), "gamma": rng.standard_normal(d).astype(t)}
-    y, rstd = run_op("RmsNorm", inputs, native=native, threads=threads)
+    y, rstd = run(engine, "RmsNorm", inputs, threads=threads)
     ref_y, ref_rstd = rms_norm_oracle(inputs["x"], inputs["gamma"], 1e-6)
     assert_close(y, ref_y, TOL[t])
     for row in range(3):
         assert_close(rstd[row], ref_rstd[row], TOL[F32])
     grad = rms_norm_grad_inputs(rng, (3, d), (d,), t, t) | {"x": inputs["x"], "rstd": ref_rstd.astype(F32)}
     for out, ref, tol in zip(
-        run_op("RmsNormGrad", grad, native=native, threads=threads), rms_norm_grad_oracle(**grad),
+        run(engine, "RmsNormGrad", grad, threads=threads), rms_norm_grad_oracle(**grad),
         (TOL[t], TOL[F32]), strict=True,
     ):  # fmt: skip
         assert_close(out, ref, tol)
@@ -231,7 +232,7 @@ def test_rope_propagates_nan_and_inf(mode, name, t, value, rng):
         "sin": rng.standard_normal((1, 1, 5, 32)).astype(t),
     }
     inputs = poisoned(rng, inputs, name, value)
-    (y,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode})
+    (y,) = run("native", "RotaryPositionEmbedding", inputs, {"mode": mode})
     assert_same_ieee(y, rope_oracle(**inputs, mode=mode), TOL[t])
 
 
@@ -243,7 +244,7 @@ def test_rope_grad_propagates_nan_and_inf(mode, name, t, value, rng):
     shapes = {"dy": (2, 3, 5, 32), "x": (2, 3, 5, 32), "cos": (1, 1, 5, 32), "sin": (1, 1, 5, 32)}
     inputs = {n: rng.standard_normal(s).astype(t) for n, s in shapes.items()}
     inputs = poisoned(rng, inputs, name, value)
-    outputs = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    outputs = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     refs = rope_grad_oracle(inputs["dy"], inputs["cos"], inputs["sin"], inputs["x"], mode)
     for out, ref in zip(outputs, refs, strict=True):
         assert_same_ieee(out, ref, TOL[t])
@@ -256,7 +257,7 @@ def test_lightning_indexer_grad_propagates_nan_and_inf(name, t, value, rng):
     inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, t, np.int32, skip_fraction=0.0)
     inputs = poisoned(rng, inputs, name, value)
     attrs = {"head_num": 3, "layout": "BSND", "sparse_mode": 0}
-    outputs = run_op("LightningIndexerGrad", inputs, attrs)
+    outputs = run("native", "LightningIndexerGrad", inputs, attrs)
     refs = lightning_indexer_grad_oracle(**inputs, layout="BSND", sparse_mode=0)
     for out, ref in zip(outputs, refs, strict=True):
         assert_same_ieee(out, ref, TOL[t])
@@ -271,8 +272,8 @@ def test_lightning_indexer_ranks_nan_scores_last(name, t, value, rng):
     inputs = lightning_indexer_grad_inputs(rng, "BSND", 0, t, np.int32)
     inputs = {n: a for n, a in inputs.items() if n in ("query", "key", "weights")}
     inputs = poisoned(rng, inputs, name, value)
-    indices, values = run_op(
-        "LightningIndexer", inputs, {"layout": "BSND", "sparse_mode": 0, "sparse_count": 9}
+    indices, values = run(
+        "native", "LightningIndexer", inputs, {"layout": "BSND", "sparse_mode": 0, "sparse_count": 9}
     )
     q = inputs["query"].astype(np.float64)
     k = inputs["key"].astype(np.float64)[:, :, 0]

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from harness import bits, run_op, run_raw
+from engines import run
+from harness import bits
 from lightning_checks import EDGES, MODES, check_forward, forward_inputs
 from oracles import BF16, F16, F32, lightning_indexer_grad_inputs
 
@@ -49,7 +50,7 @@ def test_keys_in_blocks_and_a_streaming_top_k(layout, mode, rng):
         inputs[name] = rng.integers(-3, 4, inputs[name].shape).astype(np.float32)
     attrs = {"layout": layout, "sparse_mode": mode, "sparse_count": 300}
     check_forward("native", inputs, attrs, F32)
-    runs = [run_op("LightningIndexer", inputs, attrs, threads=n) for n in (1, 2, 4)]
+    runs = [run("native", "LightningIndexer", inputs, attrs, threads=n) for n in (1, 2, 4)]
     assert all([bits(a) for a in run] == [bits(a) for a in runs[0]] for run in runs[1:])
 
 
@@ -58,7 +59,7 @@ def test_bit_identical_for_any_thread_count(rng):
         lightning_indexer_grad_inputs(rng, "BSND", 3, F32, np.int32, batch=1, s1=40, s2=200, n1=4, d=16)
     )
     attrs = {"layout": "BSND", "sparse_mode": 3, "sparse_count": 16}
-    runs = [run_op("LightningIndexer", inputs, attrs, threads=n) for n in (1, 2, 3)]
+    runs = [run("native", "LightningIndexer", inputs, attrs, threads=n) for n in (1, 2, 3)]
     assert [bits(a) for a in runs[1]] == [bits(a) for a in runs[0]] == [bits(a) for a in runs[2]]
 
 
@@ -78,10 +79,11 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(attrs, rule):
         "weights": np.ones((1, 2, 2), np.float32),
     }
     with pytest.raises(InvalidArgument) as error:
-        run_raw(
+        run(
+            "native",
             "LightningIndexer",
             inputs,
-            {"sparse_indices": np.int32, "sparse_values": np.float32},
             {"layout": "BSND", "sparse_mode": 3, "sparse_count": 2} | attrs,
+            raw={"sparse_indices": np.int32, "sparse_values": np.float32},
         )
     assert "LightningIndexer" in str(error.value) and rule in str(error.value)

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from harness import bits, run_op, run_raw
+from engines import run
+from harness import bits
 from lightning_checks import EDGES, MODES, check_finite_differences, check_grad
 from oracles import BF16, F16, F32, TOL, assert_close, lightning_indexer_grad_inputs
 
@@ -62,7 +63,7 @@ def test_tokens_taken_in_pieces_and_rows_in_blocks(layout, mode, t, rng):
         inputs = lightning_indexer_grad_inputs(rng, layout, mode, t, np.int32, **sizes, n1=n1, d=d)
         check_grad("native", inputs, layout, mode, t)
         attrs = {"head_num": n1, "layout": layout, "sparse_mode": mode}
-        runs = [run_op("LightningIndexerGrad", inputs, attrs, threads=n) for n in (1, 2, 4)]
+        runs = [run("native", "LightningIndexerGrad", inputs, attrs, threads=n) for n in (1, 2, 4)]
         assert all([bits(o) for o in run] == [bits(o) for o in runs[0]] for run in runs[1:])
 
 
@@ -75,8 +76,8 @@ def test_backward_matches_finite_differences_of_the_forward(layout, mode, rng):
 def test_native_and_inlined_reference_agree(layout, mode, rng):
     inputs = lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int64)
     attrs = {"head_num": 3, "layout": layout, "sparse_mode": mode}
-    native = run_op("LightningIndexerGrad", inputs, attrs, native=True)
-    inlined = run_op("LightningIndexerGrad", inputs, attrs, native=False)
+    native = run("native", "LightningIndexerGrad", inputs, attrs)
+    inlined = run("portable", "LightningIndexerGrad", inputs, attrs)
     for out, ref in zip(native, inlined, strict=True):
         assert_close(out, ref.astype(np.float64), TOL[F32])
 
@@ -89,7 +90,7 @@ def test_bit_identical_for_any_thread_count(deterministic, t, rng):
         rng, "BSND", 0, t, np.int32, batch=1, s1=64, s2=12, n1=4, d=16, k=8
     )
     attrs = {"head_num": 4, "layout": "BSND", "sparse_mode": 0, "deterministic": deterministic}
-    runs = [run_op("LightningIndexerGrad", inputs, attrs, threads=n) for n in (1, 2, 3, 1)]
+    runs = [run("native", "LightningIndexerGrad", inputs, attrs, threads=n) for n in (1, 2, 3, 1)]
     for other in runs[1:]:
         assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
 
@@ -126,11 +127,16 @@ def test_hostile_index_is_an_error_naming_op_token_and_index(index_type, bad):
     indices[0, 1, 2] = bad
     attrs = {"head_num": 2, "layout": "BSND", "sparse_mode": 0}
     with pytest.raises(InvalidArgument) as error:
-        run_raw("LightningIndexerGrad", _small(sparse_indices=indices), OUTPUTS, attrs)
+        run("native", "LightningIndexerGrad", _small(sparse_indices=indices), attrs, raw=OUTPUTS)
     message = str(error.value)
     assert "LightningIndexerGrad" in message and "token 1" in message and str(bad) in message
     # The process goes on.
-    assert run_raw("LightningIndexerGrad", _small(index_type), OUTPUTS, attrs)[0].shape == (1, 2, 2, 4)
+    assert run("native", "LightningIndexerGrad", _small(index_type), attrs, raw=OUTPUTS)[0].shape == (
+        1,
+        2,
+        2,
+        4,
+    )
 
 
 def _tnd(lengths_q, lengths_k):
@@ -188,5 +194,5 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(inputs, attrs, rule):
     layout = "TND" if "actual_seq_lengths_query" in inputs and inputs["query"].ndim == 3 else "BSND"
     attrs = {"head_num": 2, "layout": layout, "sparse_mode": 0} | attrs
     with pytest.raises(InvalidArgument) as error:
-        run_raw("LightningIndexerGrad", inputs, OUTPUTS, attrs)
+        run("native", "LightningIndexerGrad", inputs, attrs, raw=OUTPUTS)
     assert "LightningIndexerGrad" in str(error.value) and rule in str(error.value)

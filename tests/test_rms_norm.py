@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from harness import bits, run_op, run_raw
+from engines import run
+from harness import bits
 from oracles import BF16, F16, F32, PAIRS, SHAPES, TOL, assert_close, pair_id, rms_norm_oracle
 
 NATIVE_SHAPES = SHAPES + [((5, 7, 333), (333,)), ((300, 1024), (1024,)), ((1, 1, 3), (3,))]
@@ -15,7 +16,7 @@ NATIVE_SHAPES = SHAPES + [((5, 7, 333), (333,)), ((300, 1024), (1024,)), ((1, 1,
 def test_native_matches_oracle(shapes, pair, rng):
     x = rng.standard_normal(shapes[0]).astype(pair[0])
     gamma = rng.standard_normal(shapes[1]).astype(pair[1])
-    y, rstd = run_op("RmsNorm", {"x": x, "gamma": gamma})
+    y, rstd = run("native", "RmsNorm", {"x": x, "gamma": gamma})
     y_ref, rstd_ref = rms_norm_oracle(x, gamma, 1e-6)
     assert (y.dtype, rstd.dtype) == (pair[0], F32)
     assert rstd.shape == rstd_ref.shape  # keepdims form
@@ -27,7 +28,7 @@ def test_native_matches_oracle(shapes, pair, rng):
 def test_epsilon_attribute(epsilon, rng):
     x = (0.01 * rng.standard_normal((6, 40))).astype(np.float32)  # small enough for epsilon to matter
     gamma = rng.standard_normal(40).astype(np.float32)
-    y, rstd = run_op("RmsNorm", {"x": x, "gamma": gamma}, {"epsilon": epsilon})
+    y, rstd = run("native", "RmsNorm", {"x": x, "gamma": gamma}, {"epsilon": epsilon})
     y_ref, rstd_ref = rms_norm_oracle(x, gamma, epsilon)
     assert_close(y, y_ref, TOL[F32])
     assert_close(rstd, rstd_ref, TOL[F32])
@@ -39,8 +40,8 @@ def test_native_and_inlined_reference_agree(pair, rng):
         "x": rng.standard_normal((3, 5, 96)).astype(pair[0]),
         "gamma": rng.standard_normal(96).astype(pair[1]),
     }
-    native = run_op("RmsNorm", inputs, native=True)
-    inlined = run_op("RmsNorm", inputs, native=False)
+    native = run("native", "RmsNorm", inputs)
+    inlined = run("portable", "RmsNorm", inputs)
     for out, ref, tol in zip(native, inlined, [TOL[pair[0]], TOL[F32]], strict=True):
         assert_close(out, ref.astype(np.float64), tol)
 
@@ -51,14 +52,17 @@ def test_bit_identical_for_any_thread_count(pair, rng):
         "x": rng.standard_normal((1999, 300)).astype(pair[0]),
         "gamma": rng.standard_normal(300).astype(pair[1]),
     }
-    runs = [run_op("RmsNorm", inputs, threads=threads) for threads in (1, 2, 3, 1)]
+    runs = [run("native", "RmsNorm", inputs, threads=threads) for threads in (1, 2, 3, 1)]
     for other in runs[1:]:
         assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
 
 
 def test_empty_normalized_extent_gives_rstd_of_epsilon():
-    y, rstd = run_op(
-        "RmsNorm", {"x": np.ones((3, 0), np.float32), "gamma": np.ones(0, np.float32)}, {"epsilon": 0.25}
+    y, rstd = run(
+        "native",
+        "RmsNorm",
+        {"x": np.ones((3, 0), np.float32), "gamma": np.ones(0, np.float32)},
+        {"epsilon": 0.25},
     )
     assert y.shape == (3, 0)
     np.testing.assert_array_equal(rstd, np.full((3, 1), 2.0, np.float32))
@@ -80,12 +84,17 @@ def ones(shape, dtype=np.float32):
 )
 def test_bad_input_is_an_ort_error_naming_op_and_rule(x, gamma, rule):
     with pytest.raises(InvalidArgument) as error:
-        run_raw("RmsNorm", {"x": x, "gamma": gamma}, {"y": np.float32, "rstd": np.float32})
+        run("native", "RmsNorm", {"x": x, "gamma": gamma}, raw={"y": np.float32, "rstd": np.float32})
     assert "RmsNorm" in str(error.value) and rule in str(error.value)
 
 
 @pytest.mark.parametrize("t, tg", [(F32, F16), (F32, BF16), (F16, BF16), (BF16, F16)], ids=str)
 def test_type_pair_outside_the_table_is_an_error_naming_the_types(t, tg):
     with pytest.raises(InvalidArgument) as error:
-        run_raw("RmsNorm", {"x": ones((2, 3), t), "gamma": ones(3, tg)}, {"y": t, "rstd": np.float32})
+        run(
+            "native",
+            "RmsNorm",
+            {"x": ones((2, 3), t), "gamma": ones(3, tg)},
+            raw={"y": t, "rstd": np.float32},
+        )
     assert "RmsNorm" in str(error.value) and "not an allowed (T, TG) pair" in str(error.value)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from harness import bits, run_op, run_raw
+from engines import run
+from harness import bits
 from oracles import (
     BF16,
     F16,
@@ -35,7 +36,7 @@ NATIVE_SHAPES = SHAPES + [
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_native_matches_oracle(shapes, pair, rng):
     inputs = rms_norm_grad_inputs(rng, *shapes, *pair)
-    dx, dgamma = run_op("RmsNormGrad", inputs)
+    dx, dgamma = run("native", "RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert (dx.dtype, dgamma.dtype) == (pair[0], F32)
     assert_close(dx, dx_ref, TOL[pair[0]])
@@ -45,8 +46,8 @@ def test_native_matches_oracle(shapes, pair, rng):
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_native_and_inlined_reference_agree(pair, rng):
     inputs = rms_norm_grad_inputs(rng, (3, 5, 96), (96,), *pair)
-    native = run_op("RmsNormGrad", inputs, native=True)
-    inlined = run_op("RmsNormGrad", inputs, native=False)
+    native = run("native", "RmsNormGrad", inputs)
+    inlined = run("portable", "RmsNormGrad", inputs)
     for out, ref, tol in zip(native, inlined, [TOL[pair[0]], TOL[F32]], strict=True):
         assert_close(out, ref.astype(np.float64), tol)
 
@@ -60,7 +61,7 @@ def test_seed_example():
         "rstd": np.array([1, 2], np.float32),
         "gamma": np.arange(1, 17, dtype=np.float32),
     }
-    dx, dgamma = run_op("RmsNormGrad", inputs)
+    dx, dgamma = run("native", "RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[F32])
     assert_close(dgamma, dgamma_ref, TOL[F32])
@@ -70,7 +71,7 @@ def test_seed_example():
 def test_every_accepted_rstd_shape(rstd_shape, rng):
     inputs = rms_norm_grad_inputs(rng, (2, 1, 3, 16), (16,), F32, F32)
     inputs["rstd"] = inputs["rstd"].reshape(rstd_shape)
-    dx, dgamma = run_op("RmsNormGrad", inputs)
+    dx, dgamma = run("native", "RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[F32])
     assert_close(dgamma, dgamma_ref, TOL[F32])
@@ -87,11 +88,11 @@ def test_backward_matches_finite_differences_of_forward(pair, rng):
 
     def loss(x_, gamma_):
         # float32 inputs keep the perturbation exact; the forward runs natively.
-        y, _ = run_op("RmsNorm", {"x": x_, "gamma": gamma_}, {"epsilon": eps})
+        y, _ = run("native", "RmsNorm", {"x": x_, "gamma": gamma_}, {"epsilon": eps})
         return float(np.sum(y.astype(np.float64) * dy.astype(np.float64)))
 
-    _, rstd = run_op("RmsNorm", {"x": x, "gamma": gamma}, {"epsilon": eps})
-    dx, dgamma = run_op("RmsNormGrad", {"dy": dy, "x": x, "rstd": rstd, "gamma": gamma})
+    _, rstd = run("native", "RmsNorm", {"x": x, "gamma": gamma}, {"epsilon": eps})
+    dx, dgamma = run("native", "RmsNormGrad", {"dy": dy, "x": x, "rstd": rstd, "gamma": gamma})
     x32, g32 = x.astype(np.float32), gamma.astype(np.float32)
     h = np.float32(1e-2)
     vx = rng.standard_normal(x.shape).astype(np.float32)
@@ -105,7 +106,7 @@ def test_backward_matches_finite_differences_of_forward(pair, rng):
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
 def test_bit_identical_for_any_thread_count(pair, rng):
     inputs = rms_norm_grad_inputs(rng, (1999, 300), (300,), *pair)
-    runs = [run_op("RmsNormGrad", inputs, threads=threads) for threads in (1, 2, 3, 1)]
+    runs = [run("native", "RmsNormGrad", inputs, threads=threads) for threads in (1, 2, 3, 1)]
     for other in runs[1:]:
         assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
 
@@ -117,7 +118,7 @@ def test_empty_rows_give_zero_dgamma():
         "rstd": np.zeros((0, 4, 1), np.float32),
         "gamma": np.ones(8, np.float32),
     }
-    dx, dgamma = run_op("RmsNormGrad", inputs)
+    dx, dgamma = run("native", "RmsNormGrad", inputs)
     assert dx.shape == (0, 4, 8)
     np.testing.assert_array_equal(dgamma, np.zeros(8, np.float32))
 
@@ -152,11 +153,13 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(case):
     _, change, rule = case
     inputs = {"dy": ones((2, 3)), "x": ones((2, 3)), "rstd": ones((2, 1)), "gamma": ones(3)} | change
     with pytest.raises(InvalidArgument) as error:
-        run_raw("RmsNormGrad", inputs, {"dx": np.float32, "dgamma": np.float32})
+        run("native", "RmsNormGrad", inputs, raw={"dx": np.float32, "dgamma": np.float32})
     assert "RmsNormGrad" in str(error.value) and rule in str(error.value)
     # The process goes on, and the next valid call works.
-    dx, _ = run_op(
-        "RmsNormGrad", {"dy": ones((2, 3)), "x": ones((2, 3)), "rstd": ones((2, 1)), "gamma": ones(3)}
+    dx, _ = run(
+        "native",
+        "RmsNormGrad",
+        {"dy": ones((2, 3)), "x": ones((2, 3)), "rstd": ones((2, 1)), "gamma": ones(3)},
     )
     assert dx.shape == (2, 3)
 
@@ -165,7 +168,7 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(case):
 def test_type_pair_outside_the_table_is_an_error_naming_the_types(t, tg):
     inputs = {"dy": ones((2, 3), t), "x": ones((2, 3), t), "rstd": ones((2, 1)), "gamma": ones(3, tg)}
     with pytest.raises(InvalidArgument) as error:
-        run_raw("RmsNormGrad", inputs, {"dx": t, "dgamma": np.float32})
+        run("native", "RmsNormGrad", inputs, raw={"dx": t, "dgamma": np.float32})
     message = str(error.value)
     assert "RmsNormGrad" in message and "not an allowed (T, TG) pair" in message
     names = {F32: "float32", F16: "float16", BF16: "bfloat16"}

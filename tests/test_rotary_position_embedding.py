@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from harness import bits, run_op, run_placed, run_raw
+from engines import run
+from harness import bits, run_placed
 from oracles import (
     BF16,
     F16,
@@ -29,7 +30,7 @@ def test_native_matches_oracle(layout, mode, t, rng):
     if mode == 2 and layout[1][-1] % 4:
         pytest.skip("mode 2 needs D % 4 == 0")
     inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
-    (y,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode})
+    (y,) = run("native", "RotaryPositionEmbedding", inputs, {"mode": mode})
     assert y.dtype == t
     assert_close(y, rope_oracle(**inputs, mode=mode), TOL[t])
 
@@ -37,15 +38,15 @@ def test_native_matches_oracle(layout, mode, t, rng):
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_native_and_inlined_reference_agree(mode, rng):
     inputs = rope_inputs(rng, ROPE_LAYOUTS[3], F32, "x", "cos", "sin")
-    (native,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode}, native=True)
-    (inlined,) = run_op("RotaryPositionEmbedding", inputs, {"mode": mode}, native=False)
+    (native,) = run("native", "RotaryPositionEmbedding", inputs, {"mode": mode})
+    (inlined,) = run("portable", "RotaryPositionEmbedding", inputs, {"mode": mode})
     assert_close(native, inlined.astype(np.float64), TOL[F32])
 
 
 @pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
 def test_bit_identical_for_any_thread_count(t, rng):
     inputs = rope_inputs(rng, ("BSND", (3, 64, 5, 32), (1, 64, 1, 32)), t, "x", "cos", "sin")
-    runs = [run_op("RotaryPositionEmbedding", inputs, {"mode": 1}, threads=n) for n in (1, 2, 3)]
+    runs = [run("native", "RotaryPositionEmbedding", inputs, {"mode": 1}, threads=n) for n in (1, 2, 3)]
     assert bits(runs[1][0]) == bits(runs[0][0]) == bits(runs[2][0])
 
 
@@ -67,7 +68,7 @@ def ones(shape, dtype=np.float32):
 def test_bad_input_is_an_ort_error_naming_op_and_rule(x_shape, cos_shape, mode, rule):
     inputs = {"x": ones(x_shape), "cos": ones(cos_shape), "sin": ones(cos_shape)}
     with pytest.raises(InvalidArgument) as error:
-        run_raw("RotaryPositionEmbedding", inputs, {"y": np.float32}, {"mode": mode})
+        run("native", "RotaryPositionEmbedding", inputs, {"mode": mode}, raw={"y": np.float32})
     assert "RotaryPositionEmbedding" in str(error.value) and rule in str(error.value)
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from harness import bits, run_op, run_placed, run_raw
+from engines import run
+from harness import bits, run_placed
 from oracles import (
     BF16,
     F16,
@@ -40,7 +41,7 @@ def test_native_matches_oracle(layout, mode, t, rng):
     if mode == 2 and layout[1][-1] % 4:
         pytest.skip("mode 2 needs D % 4 == 0")
     inputs = rope_inputs(rng, layout, t, "dy", "cos", "sin", "x")
-    dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    dx, dcos, dsin = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     dx_ref, dcos_ref, dsin_ref = rope_grad_oracle(**inputs, mode=mode)
     assert dx.dtype == dcos.dtype == dsin.dtype == t
     assert_close(dx, dx_ref, TOL[t])
@@ -52,7 +53,7 @@ def test_native_matches_oracle(layout, mode, t, rng):
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_without_x_only_dx(mode, t, rng):
     inputs = rope_inputs(rng, ROPE_LAYOUTS[3], t, "dy", "cos", "sin")
-    outputs = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    outputs = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     assert len(outputs) == 1
     assert_close(outputs[0], rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[t])
 
@@ -60,8 +61,8 @@ def test_without_x_only_dx(mode, t, rng):
 @pytest.mark.parametrize("mode", ROPE_MODES)
 def test_native_and_inlined_reference_agree(mode, rng):
     inputs = rope_inputs(rng, ROPE_LAYOUTS[3], F32, "dy", "cos", "sin", "x")
-    native = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, native=True)
-    inlined = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, native=False)
+    native = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    inlined = run("portable", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     for out, ref in zip(native, inlined, strict=True):
         assert_close(out, ref.astype(np.float64), TOL[F32])
 
@@ -72,7 +73,7 @@ def test_seed_example():
         name: np.array(values, np.float32).reshape(1, 1, 1, 128)
         for name, values in [("dy", ROPE_SEED_DY), ("cos", ROPE_SEED_COS), ("sin", ROPE_SEED_SIN)]
     }
-    (dx,) = run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": 1})
+    (dx,) = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": 1})
     assert_close(dx, rope_grad_oracle(**inputs, x=None, mode=1)[0], TOL[F32])
 
 
@@ -81,10 +82,10 @@ def test_backward_matches_finite_differences_of_forward(mode, rng):
     """<dx, u> + <dcos, v> + <dsin, w> against central differences of L = sum(RoPE(x, cos, sin) * dy)."""
     inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "dy", "cos", "sin", "x")
     dy = inputs.pop("dy")
-    dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", {"dy": dy} | inputs, {"mode": mode})
+    dx, dcos, dsin = run("native", "RotaryPositionEmbeddingGrad", {"dy": dy} | inputs, {"mode": mode})
 
     def loss(values):
-        (y,) = run_op("RotaryPositionEmbedding", values, {"mode": mode})
+        (y,) = run("native", "RotaryPositionEmbedding", values, {"mode": mode})
         return float(np.sum(y.astype(np.float64) * dy))
 
     h = np.float32(1e-2)
@@ -105,7 +106,9 @@ def test_backward_matches_finite_differences_of_forward(mode, rng):
 )
 def test_bit_identical_for_any_thread_count(table_shape, t, rng):
     inputs = rope_inputs(rng, ("BSND", (3, 64, 5, 32), table_shape), t, "dy", "cos", "sin", "x")
-    runs = [run_op("RotaryPositionEmbeddingGrad", inputs, {"mode": 0}, threads=n) for n in (1, 2, 3, 1)]
+    runs = [
+        run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": 0}, threads=n) for n in (1, 2, 3, 1)
+    ]
     for other in runs[1:]:
         assert [bits(a) for a in other] == [bits(a) for a in runs[0]]
 
@@ -117,7 +120,7 @@ def test_empty_dy_gives_zero_sums():
         "sin": np.ones((1, 5, 1, 8), np.float32),
         "x": np.zeros((0, 5, 3, 8), np.float32),
     }
-    dx, dcos, dsin = run_op("RotaryPositionEmbeddingGrad", inputs)
+    dx, dcos, dsin = run("native", "RotaryPositionEmbeddingGrad", inputs)
     assert dx.shape == (0, 5, 3, 8)
     np.testing.assert_array_equal(dcos, np.zeros((1, 5, 1, 8), np.float32))
     np.testing.assert_array_equal(dsin, np.zeros((1, 5, 1, 8), np.float32))
@@ -164,15 +167,18 @@ def test_bad_input_is_an_ort_error_naming_op_and_rule(case):
     _, inputs, mode, rule = case
     outputs = {"dx": np.float32, "dcos": np.float32, "dsin": np.float32}
     with pytest.raises(InvalidArgument) as error:
-        run_raw("RotaryPositionEmbeddingGrad", inputs, outputs, {"mode": mode})
+        run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode}, raw=outputs)
     assert "RotaryPositionEmbeddingGrad" in str(error.value) and rule in str(error.value)
 
 
 def test_sums_without_x_are_an_error():
     inputs = {k: v for k, v in ones_inputs().items() if k != "x"}
     with pytest.raises(InvalidArgument) as error:
-        run_raw(
-            "RotaryPositionEmbeddingGrad", inputs, {"dx": np.float32, "dcos": np.float32, "dsin": np.float32}
+        run(
+            "native",
+            "RotaryPositionEmbeddingGrad",
+            inputs,
+            raw={"dx": np.float32, "dcos": np.float32, "dsin": np.float32},
         )
     assert "RotaryPositionEmbeddingGrad" in str(error.value) and "need input 'x'" in str(error.value)
 
@@ -180,8 +186,11 @@ def test_sums_without_x_are_an_error():
 def test_mixed_dtypes_are_refused_naming_the_op():
     inputs = ones_inputs() | {"cos": ones((1, 5, 1, 8), F16), "sin": ones((1, 5, 1, 8), F16)}
     with pytest.raises(Exception, match="RotaryPositionEmbeddingGrad"):
-        run_raw(
-            "RotaryPositionEmbeddingGrad", inputs, {"dx": np.float32, "dcos": np.float16, "dsin": np.float16}
+        run(
+            "native",
+            "RotaryPositionEmbeddingGrad",
+            inputs,
+            raw={"dx": np.float32, "dcos": np.float16, "dsin": np.float16},
         )
 
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import onnxruntime as ort
 import pytest
+from cases import small
 
 from engines import run
 from harness import raw_model
@@ -297,26 +298,6 @@ def test_lightning_indexer_ranks_nan_scores_last(name, t, value, rng):
 
 
 # Wrong node shapes ----------------------------------------------------------------------------
-
-
-def small(op):
-    """Small valid float32 inputs and attributes for op."""
-    rng = np.random.default_rng(0)
-    grad = lightning_indexer_grad_inputs(rng, "BSND", 0, F32, np.int32)
-    return {
-        "RmsNorm": ({"x": np.ones((2, 8), F32), "gamma": np.ones(8, F32)}, {}),
-        "RmsNormGrad": (rms_norm_grad_inputs(rng, (2, 8), (8,), F32, F32), {}),
-        "RotaryPositionEmbedding": ({n: np.ones((1, 2, 3, 4), F32) for n in ("x", "cos", "sin")}, {}),
-        "RotaryPositionEmbeddingGrad": (
-            {n: np.ones((1, 2, 3, 4), F32) for n in ("dy", "cos", "sin", "x")},
-            {},
-        ),
-        "LightningIndexer": (
-            {n: grad[n] for n in ("query", "key", "weights")},
-            {"layout": "BSND", "sparse_mode": 0, "sparse_count": 2},
-        ),
-        "LightningIndexerGrad": (grad, {"head_num": 3, "layout": "BSND", "sparse_mode": 0}),
-    }[op]
 
 
 @pytest.mark.parametrize("op", list(OUTPUTS))

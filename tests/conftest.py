@@ -44,6 +44,12 @@ if os.environ.get("ORT_ASCEND_OPS_TEST_NO_ARENA"):  # .ci/sanitize: every tensor
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "reference_functions: runs the reference functions alone, no native code of ours"
+    )
+
+
 @pytest.fixture
 def rng(request):
     # A different, reproducible stream per test case.

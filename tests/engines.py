@@ -6,6 +6,7 @@ eager, each op on onnx.reference, which takes bfloat16 and runs the hundreds of 
 contract's checks faster than ONNX Runtime's eager sessions) and "reference" (onnx.reference)."""
 
 import onnxruntime as ort
+import pytest
 from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
@@ -16,7 +17,14 @@ from ort_ascend_ops.reference.registry import function_for
 from ort_ascend_ops.runtime import ortvalue_view
 
 ENGINES = ["eager", "ort", "reference"]  # the reference functions' engines the oracle tests use
-KERNELS = ["native", "aclnn"]
+
+
+def on(engine, *values, id):
+    """A test case on engine, its id led by the engine's name. Those of the reference functions
+    are marked reference_functions: no native code of ours runs there (.ci/sanitize leaves them
+    out); the id of an aclnn case holds "aclnn" (.ci/cann-ep selects them)."""
+    marks = [pytest.mark.reference_functions] if engine in ENGINES else []
+    return pytest.param(engine, *values, id=f"{engine}-{id}", marks=marks)
 
 
 def run(engine, op_name, inputs, attrs=None, outputs=None, *, threads=None, raw=None):

@@ -1,27 +1,51 @@
-"""The native RmsNorm kernel against the float64 oracle and the inlined reference, and its errors."""
+"""RmsNorm against the float64 oracle on every engine (the kernels and the reference functions),
+the native kernel against the inlined reference, and its errors."""
 
 import numpy as np
 import pytest
+from aclnn_checks import host_waits
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from engines import run
+from engines import ENGINES, on, run
 from harness import bits
 from oracles import BF16, F16, F32, PAIRS, SHAPES, TOL, assert_close, pair_id, rms_norm_oracle
 
+# The kernels' own paths: a row length that is no multiple of the vector width, more rows than
+# blocks, a single short row.
 NATIVE_SHAPES = SHAPES + [((5, 7, 333), (333,)), ((300, 1024), (1024,)), ((1, 1, 3), (3,))]
+# aclnn's tiling refuses empty normalized axes (test_aclnn_rms_norm.py).
+ACLNN_SHAPES = [s for s in SHAPES if s[1] != (0,)]
+CASES = [  # (engine, shapes, pair, epsilon: None leaves the attribute out)
+    *(on("native", s, p, None, id=f"{s}-{pair_id(p)}") for s in NATIVE_SHAPES for p in PAIRS),
+    *(
+        on("aclnn", s, p, e, id=f"{s}-{pair_id(p)}-{e}")
+        for s in ACLNN_SHAPES
+        for p in PAIRS
+        for e in (None, 1e-3)
+    ),
+    *(on(engine, s, p, None, id=f"{s}-{pair_id(p)}") for engine in ENGINES for s in SHAPES for p in PAIRS),
+]
 
 
-@pytest.mark.parametrize("shapes", NATIVE_SHAPES, ids=str)
-@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
-def test_native_matches_oracle(shapes, pair, rng):
-    x = rng.standard_normal(shapes[0]).astype(pair[0])
-    gamma = rng.standard_normal(shapes[1]).astype(pair[1])
-    y, rstd = run("native", "RmsNorm", {"x": x, "gamma": gamma})
-    y_ref, rstd_ref = rms_norm_oracle(x, gamma, 1e-6)
-    assert (y.dtype, rstd.dtype) == (pair[0], F32)
-    assert rstd.shape == rstd_ref.shape  # keepdims form
+@pytest.mark.parametrize("engine, shapes, pair, epsilon", CASES)
+def test_matches_oracle(engine, shapes, pair, epsilon, rng, request):
+    emulator = request.getfixturevalue("emulator") if engine == "aclnn" else None
+    inputs = {
+        "x": rng.standard_normal(shapes[0]).astype(pair[0]),
+        "gamma": rng.standard_normal(shapes[1]).astype(pair[1]),
+    }
+    attrs = {} if epsilon is None else {"epsilon": epsilon}
+    y, rstd = run(engine, "RmsNorm", inputs, attrs)
+    y_ref, rstd_ref = rms_norm_oracle(**inputs, epsilon=1e-6 if epsilon is None else epsilon)
+    if engine != "ort":  # ORT outputs went through a Cast to float32
+        assert (np.asarray(y).dtype, np.asarray(rstd).dtype) == (pair[0], F32)
+    assert np.asarray(rstd).shape == rstd_ref.shape  # keepdims form
     assert_close(y, y_ref, TOL[pair[0]])
     assert_close(rstd, rstd_ref, TOL[F32])
+    if engine == "aclnn":
+        # aclnn's tiling refuses empty tensors: the backend does not call it for them.
+        assert emulator.aclemu_calls(b"aclnnRmsNorm") == (1 if y.size else 0)
+        assert host_waits(emulator) == 0
 
 
 @pytest.mark.parametrize("epsilon", [1e-5, 0.5])

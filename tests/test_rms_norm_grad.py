@@ -1,5 +1,6 @@
-"""The native RmsNormGrad kernel against the float64 oracle, the inlined reference, finite
-differences of the forward, and the contract's error rules."""
+"""RmsNormGrad against the float64 oracle on every engine (the kernels and the reference
+functions), the native kernel against the inlined reference and finite differences of the
+forward, and the contract's error rules."""
 
 import os
 import subprocess
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from aclnn_checks import host_waits
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from engines import run
+from engines import ENGINES, on, run
 from harness import bits
 from oracles import (
     BF16,
@@ -30,17 +32,30 @@ NATIVE_SHAPES = SHAPES + [
     ((300, 1024), (1024,)),  # more rows than blocks
     ((1, 1, 3), (3,)),
 ]
+CASES = [  # (engine, shapes, pair)
+    *(on("native", s, p, id=f"{s}-{pair_id(p)}") for s in NATIVE_SHAPES for p in PAIRS),
+    *(
+        on(engine, s, p, id=f"{s}-{pair_id(p)}")
+        for engine in ["aclnn", *ENGINES]
+        for s in SHAPES
+        for p in PAIRS
+    ),
+]
 
 
-@pytest.mark.parametrize("shapes", NATIVE_SHAPES, ids=str)
-@pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
-def test_native_matches_oracle(shapes, pair, rng):
+@pytest.mark.parametrize("engine, shapes, pair", CASES)
+def test_matches_oracle(engine, shapes, pair, rng, request):
+    emulator = request.getfixturevalue("emulator") if engine == "aclnn" else None
     inputs = rms_norm_grad_inputs(rng, *shapes, *pair)
-    dx, dgamma = run("native", "RmsNormGrad", inputs)
+    dx, dgamma = run(engine, "RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
-    assert (dx.dtype, dgamma.dtype) == (pair[0], F32)
+    if engine != "ort":  # ORT outputs went through a Cast to float32
+        assert (np.asarray(dx).dtype, np.asarray(dgamma).dtype) == (pair[0], F32)
     assert_close(dx, dx_ref, TOL[pair[0]])
     assert_close(dgamma, dgamma_ref, TOL[F32])
+    if engine == "aclnn":
+        assert emulator.aclemu_calls(b"aclnnRmsNormGrad") == 1
+        assert host_waits(emulator) == 0  # the host never waits
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=pair_id)
@@ -52,7 +67,8 @@ def test_native_and_inlined_reference_agree(pair, rng):
         assert_close(out, ref.astype(np.float64), tol)
 
 
-def test_seed_example():
+@pytest.mark.parametrize("engine", ["native", *(on(engine, id="seed") for engine in ENGINES)])
+def test_seed_example(engine):
     # aclnnRmsNormGrad's own example: x = dy = 1..32 as [2,1,16], rstd = {1,2} shaped [2], gamma = 1..16.
     x = np.arange(1, 33, dtype=np.float32).reshape(2, 1, 16)
     inputs = {
@@ -61,17 +77,30 @@ def test_seed_example():
         "rstd": np.array([1, 2], np.float32),
         "gamma": np.arange(1, 17, dtype=np.float32),
     }
-    dx, dgamma = run("native", "RmsNormGrad", inputs)
+    dx, dgamma = run(engine, "RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[F32])
     assert_close(dgamma, dgamma_ref, TOL[F32])
+    if engine != "native":
+        # By hand: dgamma[j] = (j + 1)^2 * 1 + (j + 17)^2 * 2.
+        j = np.arange(16)
+        np.testing.assert_array_equal(dgamma, (j + 1) ** 2 + 2 * (j + 17) ** 2)
 
 
-@pytest.mark.parametrize("rstd_shape", [(2, 1, 3, 1), (2, 1, 3), (2, 3), (1, 2, 3, 1, 1), (2, 3, 1, 1)])
-def test_every_accepted_rstd_shape(rstd_shape, rng):
+RSTD_FORMS = [(2, 1, 3, 1), (2, 1, 3), (2, 3), (1, 2, 3, 1, 1)]
+
+
+@pytest.mark.parametrize(
+    "engine, rstd_shape",
+    [
+        *(on("native", f, id=str(f)) for f in [*RSTD_FORMS, (2, 3, 1, 1)]),
+        *(on(engine, f, id=str(f)) for engine in ENGINES for f in RSTD_FORMS),
+    ],
+)
+def test_every_accepted_rstd_shape(engine, rstd_shape, rng):
     inputs = rms_norm_grad_inputs(rng, (2, 1, 3, 16), (16,), F32, F32)
     inputs["rstd"] = inputs["rstd"].reshape(rstd_shape)
-    dx, dgamma = run("native", "RmsNormGrad", inputs)
+    dx, dgamma = run(engine, "RmsNormGrad", inputs)
     dx_ref, dgamma_ref = rms_norm_grad_oracle(**inputs)
     assert_close(dx, dx_ref, TOL[F32])
     assert_close(dgamma, dgamma_ref, TOL[F32])

@@ -1,11 +1,13 @@
-"""The native RotaryPositionEmbedding kernel against the float64 oracle (every mode, layout and
-dtype) and the inlined reference, and its error rules."""
+"""RotaryPositionEmbedding against the float64 oracle on every engine (the kernels on every mode,
+layout and dtype), the native kernel against the inlined reference, and its error rules."""
 
 import numpy as np
 import pytest
+from aclnn_checks import host_waits
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+from test_aclnn_rotary_position_embedding import CASES as ACLNN_CASES
 
-from engines import run
+from engines import ENGINES, on, run
 from harness import bits, run_placed
 from oracles import (
     BF16,
@@ -21,18 +23,52 @@ from oracles import (
 )
 
 DTYPES = [F32, F16, BF16]
+# The reference functions: all layouts in float32; the half types on one layout per data layout,
+# with broadcast tables.
+REFERENCE_CASES = [(layout, F32) for layout in ROPE_LAYOUTS] + [
+    (layout, t)
+    for layout in ROPE_LAYOUTS
+    if layout[0] in ("BNSD-11SD", "BSND-BS1D", "TND-T1D")
+    for t in (F16, BF16)
+]
 
 
-@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("mode", ROPE_MODES)
-@pytest.mark.parametrize("layout", ROPE_LAYOUTS + ROPE_OTHER_D, ids=lambda layout: layout[0])
-def test_native_matches_oracle(layout, mode, t, rng):
-    if mode == 2 and layout[1][-1] % 4:
-        pytest.skip("mode 2 needs D % 4 == 0")
+def oracle_cases(aclnn_cases):
+    """(engine, soc, mode, layout, t): the kernels on every layout, mode and dtype (aclnn on those
+    each product takes, aclnn_cases), the reference functions on REFERENCE_CASES."""
+    return [
+        *(
+            on("native", None, mode, layout, t, id=f"{layout[0]}-{mode}-{t.name}")
+            for layout in ROPE_LAYOUTS + ROPE_OTHER_D
+            for mode in ROPE_MODES
+            for t in DTYPES
+        ),
+        *(
+            on("aclnn", soc, mode, layout, t, id=f"{soc.decode()}-{mode}-{layout[0]}-{t.name}")
+            for soc, mode, layout in aclnn_cases
+            for t in DTYPES
+        ),
+        *(
+            on(engine, None, mode, layout, t, id=f"{layout[0]}-{t.name}-{mode}")
+            for engine in ENGINES
+            for layout, t in REFERENCE_CASES
+            for mode in ROPE_MODES
+        ),
+    ]
+
+
+@pytest.mark.parametrize("engine, soc, mode, layout, t", oracle_cases(ACLNN_CASES))
+def test_matches_oracle(engine, soc, mode, layout, t, rng, request):
+    if engine == "aclnn":
+        emulator = request.getfixturevalue("emulator")
+        emulator.aclemu_set_soc(soc)
     inputs = rope_inputs(rng, layout, t, "x", "cos", "sin")
-    (y,) = run("native", "RotaryPositionEmbedding", inputs, {"mode": mode})
-    assert y.dtype == t
+    (y,) = run(engine, "RotaryPositionEmbedding", inputs, {"mode": mode})
+    if engine != "ort":  # ORT outputs went through a Cast to float32
+        assert np.asarray(y).dtype == t
     assert_close(y, rope_oracle(**inputs, mode=mode), TOL[t])
+    if engine == "aclnn":
+        assert host_waits(emulator) == 0
 
 
 @pytest.mark.parametrize("mode", ROPE_MODES)

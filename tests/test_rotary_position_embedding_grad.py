@@ -1,5 +1,6 @@
-"""The native RotaryPositionEmbeddingGrad kernel against the float64 oracle (every mode, layout and
-dtype), the inlined reference, finite differences of the native forward, and its error rules."""
+"""RotaryPositionEmbeddingGrad against the float64 oracle on every engine (the kernels on every
+mode, layout and dtype), with and without x; the native kernel against the inlined reference and
+finite differences of the native forward, and its error rules."""
 
 import os
 import subprocess
@@ -8,9 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from aclnn_checks import host_waits
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+from test_aclnn_rotary_position_embedding import GRAD_CASES
+from test_rotary_position_embedding import DTYPES, oracle_cases
 
-from engines import run
+from engines import ENGINES, on, run
 from harness import bits, run_placed
 from oracles import (
     BF16,
@@ -28,32 +32,49 @@ from oracles import (
     rope_inputs,
 )
 
-DTYPES = [F32, F16, BF16]
 # Sums over many rows in half types lose more than one rounding: a looser bound for dcos/dsin.
 SUM_TOL = {F32: 1e-5, F16: 4e-3, BF16: 2e-2}
 # Row lengths off the vector paths (D/2 or D/4 not a multiple of 8) take the plain loops.
 
 
-@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("mode", ROPE_MODES)
-@pytest.mark.parametrize("layout", ROPE_LAYOUTS + ROPE_OTHER_D, ids=lambda layout: layout[0])
-def test_native_matches_oracle(layout, mode, t, rng):
-    if mode == 2 and layout[1][-1] % 4:
-        pytest.skip("mode 2 needs D % 4 == 0")
+@pytest.mark.parametrize("engine, soc, mode, layout, t", oracle_cases(GRAD_CASES))
+def test_matches_oracle(engine, soc, mode, layout, t, rng, request):
+    if engine == "aclnn":
+        emulator = request.getfixturevalue("emulator")
+        emulator.aclemu_set_soc(soc)
     inputs = rope_inputs(rng, layout, t, "dy", "cos", "sin", "x")
-    dx, dcos, dsin = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+    dx, dcos, dsin = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     dx_ref, dcos_ref, dsin_ref = rope_grad_oracle(**inputs, mode=mode)
-    assert dx.dtype == dcos.dtype == dsin.dtype == t
+    if engine != "ort":  # ORT outputs went through a Cast to float32
+        assert np.asarray(dx).dtype == np.asarray(dcos).dtype == np.asarray(dsin).dtype == t
+    # The reference functions' sums meet the tighter bound.
+    sum_tol = (TOL if engine in ENGINES else SUM_TOL)[t]
     assert_close(dx, dx_ref, TOL[t])
-    assert_close(dcos, dcos_ref, SUM_TOL[t])
-    assert_close(dsin, dsin_ref, SUM_TOL[t])
+    assert_close(dcos, dcos_ref, sum_tol)
+    assert_close(dsin, dsin_ref, sum_tol)
+    if engine == "aclnn":
+        assert host_waits(emulator) == 0
 
 
-@pytest.mark.parametrize("t", DTYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("mode", ROPE_MODES)
-def test_without_x_only_dx(mode, t, rng):
-    inputs = rope_inputs(rng, ROPE_LAYOUTS[3], t, "dy", "cos", "sin")
-    outputs = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
+@pytest.mark.parametrize(
+    "engine, layout, mode, t",
+    [
+        *(on("native", ROPE_LAYOUTS[3], m, t, id=f"{m}-{t.name}") for m in ROPE_MODES for t in DTYPES),
+        *(on("aclnn", ROPE_LAYOUTS[3], m, F16, id=f"{m}") for m in (0, 1)),
+        *(
+            on(engine, ROPE_LAYOUTS[0], m, t, id=f"{t.name}-{m}")
+            for engine in ENGINES
+            for m in ROPE_MODES
+            for t in DTYPES
+        ),
+    ],
+)
+def test_without_x_only_dx(engine, layout, mode, t, rng, request):
+    """The node has no x and produces dx alone."""
+    if engine == "aclnn":
+        request.getfixturevalue("emulator")
+    inputs = rope_inputs(rng, layout, t, "dy", "cos", "sin")
+    outputs = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": mode})
     assert len(outputs) == 1
     assert_close(outputs[0], rope_grad_oracle(**inputs, x=None, mode=mode)[0], TOL[t])
 
@@ -67,14 +88,18 @@ def test_native_and_inlined_reference_agree(mode, rng):
         assert_close(out, ref.astype(np.float64), TOL[F32])
 
 
-def test_seed_example():
+@pytest.mark.parametrize("engine", ["native", *(on(engine, id="seed") for engine in ENGINES)])
+def test_seed_example(engine):
     """The aclnn page's example: mode 1, dy/cos/sin [1,1,1,128] with the page's values, no x."""
     inputs = {
         name: np.array(values, np.float32).reshape(1, 1, 1, 128)
         for name, values in [("dy", ROPE_SEED_DY), ("cos", ROPE_SEED_COS), ("sin", ROPE_SEED_SIN)]
     }
-    (dx,) = run("native", "RotaryPositionEmbeddingGrad", inputs, {"mode": 1})
+    (dx,) = run(engine, "RotaryPositionEmbeddingGrad", inputs, {"mode": 1})
     assert_close(dx, rope_grad_oracle(**inputs, x=None, mode=1)[0], TOL[F32])
+    if engine != "native":
+        # By hand, the first pair: (cos[0] * dy[0] + sin[1] * dy[1], cos[1] * dy[1] - sin[0] * dy[0]).
+        np.testing.assert_array_equal(dx[0, 0, 0, :2], [41 * 74 + 56 * 54, 37 * 54 - 46 * 74])
 
 
 @pytest.mark.parametrize("mode", ROPE_MODES)

@@ -19,12 +19,12 @@ from ort_ascend_ops.runtime import ortvalue_view
 ENGINES = ["eager", "ort", "reference"]  # the reference functions' engines the oracle tests use
 
 
-def on(engine, *values, id):
+def on(engine, *values, id=None):
     """A test case on engine, its id led by the engine's name. Those of the reference functions
     are marked reference_functions: no native code of ours runs there (.ci/sanitize leaves them
     out); the id of an aclnn case holds "aclnn" (.ci/cann-ep selects them)."""
     marks = [pytest.mark.reference_functions] if engine in ENGINES else []
-    return pytest.param(engine, *values, id=f"{engine}-{id}", marks=marks)
+    return pytest.param(engine, *values, id=engine if id is None else f"{engine}-{id}", marks=marks)
 
 
 def run(engine, op_name, inputs, attrs=None, outputs=None, *, threads=None, raw=None):

@@ -1,22 +1,51 @@
-"""The native LightningIndexerGrad kernel: the float64 oracle over layouts, sparse modes, dtypes and
-index types, the inlined reference, hostile indices and lengths, and determinism across threads."""
+"""LightningIndexerGrad against the float64 oracle on every engine over layouts, sparse modes,
+dtypes and index types, and edges; the native kernel against the inlined reference, hostile
+indices and lengths, and determinism across threads."""
 
 import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
-from engines import run
+from engines import ENGINES, on, run
 from harness import bits
-from lightning_checks import EDGES, MODES, check_finite_differences, check_grad
+from lightning_checks import EDGES, GRAD_TYPES, MODES, check_finite_differences, check_grad
 from oracles import BF16, F16, F32, TOL, assert_close, lightning_indexer_grad_inputs
 
 ALL_TYPES = [(t, i) for t in (F32, F16, BF16) for i in (np.int32, np.int64)]
 
 
-@pytest.mark.parametrize("layout, mode", MODES)
-@pytest.mark.parametrize("t, index_type", ALL_TYPES, ids=lambda p: np.dtype(p).name)
-def test_native_matches_oracle(layout, mode, t, index_type, rng):
-    check_grad("native", lightning_indexer_grad_inputs(rng, layout, mode, t, index_type), layout, mode, t)
+@pytest.mark.parametrize(
+    "engine, layout, mode, t, index_type",
+    [
+        *(
+            on("native", lay, m, t, i, id=f"{t.name}-{np.dtype(i).name}-{lay}-{m}")
+            for t, i in ALL_TYPES
+            for lay, m in MODES
+        ),
+        # aclnnLightningIndexerGrad takes float16 and bfloat16, int32 indices, at the vendor's sizes.
+        *(
+            on("aclnn", lay, m, t, np.int32, id=f"{lay}-{m}-{t.name}")
+            for lay, m in MODES
+            for t in (F16, BF16)
+        ),
+        *(
+            on(engine, lay, m, t, i, id=f"{t.name}-{np.dtype(i).name}-{lay}-{m}")
+            for engine in ENGINES
+            for t, i in GRAD_TYPES
+            for lay, m in MODES
+        ),
+    ],
+)
+def test_matches_oracle(engine, layout, mode, t, index_type, rng, request):
+    if engine == "aclnn":
+        emulator = request.getfixturevalue("emulator")
+        inputs = aclnn_inputs(rng, layout, mode, t)
+    else:
+        inputs = lightning_indexer_grad_inputs(rng, layout, mode, t, index_type)
+    check_grad(engine, inputs, layout, mode, t)
+    if engine == "aclnn":
+        assert emulator.aclemu_calls(b"aclnnLightningIndexerGrad") == 1
 
 
 @pytest.mark.parametrize("lengths_type", [np.int32, np.int64], ids=lambda p: np.dtype(p).name)
@@ -25,10 +54,11 @@ def test_tnd_lengths_of_either_integer_type(lengths_type, rng):
     check_grad("native", inputs, "TND", 3, F32)
 
 
+@pytest.mark.parametrize("engine", ["native", *(on(e) for e in ENGINES)])
 @pytest.mark.parametrize("layout, mode, sizes", [*EDGES, ("BSND", 0, {"k": 0})])
-def test_edges(layout, mode, sizes, rng):
+def test_edges(engine, layout, mode, sizes, rng):
     check_grad(
-        "native", lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int64, **sizes), layout, mode, F32
+        engine, lightning_indexer_grad_inputs(rng, layout, mode, F32, np.int64, **sizes), layout, mode, F32
     )
 
 

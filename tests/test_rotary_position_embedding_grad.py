@@ -88,7 +88,7 @@ def test_native_and_inlined_reference_agree(mode, rng):
         assert_close(out, ref.astype(np.float64), TOL[F32])
 
 
-@pytest.mark.parametrize("engine", ["native", *(on(engine, id="seed") for engine in ENGINES)])
+@pytest.mark.parametrize("engine", ["native", *(on(engine) for engine in ENGINES)])
 def test_seed_example(engine):
     """The aclnn page's example: mode 1, dy/cos/sin [1,1,1,128] with the page's values, no x."""
     inputs = {

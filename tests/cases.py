@@ -6,6 +6,7 @@ default valid at it (BSND, sparse mode 3)."""
 import numpy as np
 
 from oracles import F32, lightning_indexer_grad_inputs, rms_norm_grad_inputs, rope_inputs
+from ort_ascend_ops.opschema import load_op_specs
 
 ROPE_LAYOUT = ("BSND-1S1D", (1, 2, 3, 8), (1, 2, 1, 8))
 
@@ -26,3 +27,10 @@ def small(op, t=F32):
         "LightningIndexer": ({n: grad[n] for n in ("query", "key", "weights")}, {"sparse_count": 4}),
         "LightningIndexerGrad": (grad, {"head_num": 4}),
     }[op]
+
+
+def raw_outputs(op, t=F32):
+    """op's outputs as ``raw_model`` takes them (name -> NumPy type): t for every output typed by a
+    type parameter, the fixed type otherwise (LightningIndexer's int32 indices)."""
+    fixed = {"tensor(int32)": np.int32, "tensor(float)": F32}
+    return {p.name: fixed.get(p.type, t) for p in load_op_specs()[op].outputs}

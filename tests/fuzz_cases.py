@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from cases import raw_outputs
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -402,10 +403,6 @@ def lightning_indexer_grad_valid(draw):
     return Valid("LightningIndexerGrad", inputs, attrs, None, check, draw(st.sampled_from([1, 2])))
 
 
-INDEXER_OUTPUTS = {"sparse_indices": np.int32, "sparse_values": F32}
-GRAD_OUTPUTS = {"d_query": F32, "d_key": F32, "d_weights": F32}
-
-
 @st.composite
 def lightning_indexer_invalid(draw, op="LightningIndexer"):
     geometry = draw(indexer_geometry())
@@ -519,7 +516,7 @@ def lightning_indexer_invalid(draw, op="LightningIndexer"):
         "actual_seq_lengths_key",
     ]
     inputs = {name: inputs[name] for name in ordered if name in inputs}
-    return Invalid(op, inputs, attrs, GRAD_OUTPUTS if grad else INDEXER_OUTPUTS, names)
+    return Invalid(op, inputs, attrs, raw_outputs(op), names)
 
 
 VALID = {

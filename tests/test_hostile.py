@@ -7,7 +7,7 @@ import re
 import numpy as np
 import onnxruntime as ort
 import pytest
-from cases import small
+from cases import raw_outputs, small
 
 from engines import run
 from harness import raw_model
@@ -26,6 +26,7 @@ from oracles import (
     rope_oracle,
 )
 from ort_ascend_ops import make_session
+from ort_ascend_ops.opschema import load_op_specs
 
 # NaN and Inf inputs make the float64 oracles warn, as they should: the warnings say nothing here.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -33,14 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:Runtim
 BIG = 2**40  # two of these overflow int64
 HUGE = 2**62
 
-OUTPUTS = {
-    "RmsNorm": {"y": F32, "rstd": F32},
-    "RmsNormGrad": {"dx": F32, "dgamma": F32},
-    "RotaryPositionEmbedding": {"y": F32},
-    "RotaryPositionEmbeddingGrad": {"dx": F32, "dcos": F32, "dsin": F32},
-    "LightningIndexer": {"sparse_indices": np.int32, "sparse_values": F32},
-    "LightningIndexerGrad": {"d_query": F32, "d_key": F32, "d_weights": F32},
-}
+OPS = list(load_op_specs())
 
 
 def run_shapes(op, shapes, attrs=None):
@@ -48,7 +42,7 @@ def run_shapes(op, shapes, attrs=None):
     shapes like [0, 2^40, 2^40] even when empty). Returns the output shapes."""
     types = {name: np.int32 if name == "sparse_indices" else np.float32 for name in shapes}
     dummies = {name: np.zeros((0,) * len(shape), types[name]) for name, shape in shapes.items()}
-    session = make_session(raw_model(op, dummies, OUTPUTS[op], attrs))
+    session = make_session(raw_model(op, dummies, raw_outputs(op), attrs))
     feeds = {
         name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name])
         for name, shape in shapes.items()
@@ -56,7 +50,7 @@ def run_shapes(op, shapes, attrs=None):
     for name, value in feeds.items():  # fill the small ones, so that no uninitialized memory is read
         if 0 < np.prod(value.shape(), dtype=object) < 1 << 20:
             value.update_inplace(np.zeros(value.shape(), types[name]))
-    return [value.shape() for value in session.ort.run_with_ort_values(list(OUTPUTS[op]), feeds)]
+    return [value.shape() for value in session.ort.run_with_ort_values(list(raw_outputs(op)), feeds)]
 
 
 EMPTY_BUT_VAST = [
@@ -300,11 +294,11 @@ def test_lightning_indexer_ranks_nan_scores_last(name, t, value, rng):
 # Wrong node shapes ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op", list(OUTPUTS))
+@pytest.mark.parametrize("op", OPS)
 def test_unknown_attribute_is_an_error_naming_it(op):
     inputs, attrs = small(op)
     with pytest.raises(Exception) as error:
-        make_session(raw_model(op, inputs, OUTPUTS[op], {**attrs, "epsilon_typo": 1})).run(inputs)
+        make_session(raw_model(op, inputs, raw_outputs(op), {**attrs, "epsilon_typo": 1})).run(inputs)
     assert type(error.value).__module__.startswith("onnxruntime")
     assert op in str(error.value) and "epsilon_typo" in str(error.value)
 
@@ -322,19 +316,19 @@ def test_unknown_attribute_is_an_error_naming_it(op):
 )
 def test_attribute_of_the_wrong_type_is_an_error_not_the_default(op, name, value):
     inputs, attrs = small(op)
-    model = raw_model(op, inputs, OUTPUTS[op], {**attrs, name: value})
+    model = raw_model(op, inputs, raw_outputs(op), {**attrs, name: value})
     with pytest.raises(Exception) as error:
         make_session(model).run(inputs)
     assert type(error.value).__module__.startswith("onnxruntime")
     assert op in str(error.value) and f"attribute '{name}' must be" in str(error.value)
 
 
-@pytest.mark.parametrize("op", list(OUTPUTS))
+@pytest.mark.parametrize("op", OPS)
 def test_extra_input_is_an_error(op):
     inputs, attrs = small(op)
     extra = {**inputs, **{f"extra{i}": np.ones(1, F32) for i in range(8 - len(inputs))}}
     node_inputs = list(extra)
-    model = raw_model(op, extra, OUTPUTS[op], attrs)
+    model = raw_model(op, extra, raw_outputs(op), attrs)
     assert list(model.graph.node[0].input) == node_inputs
     with pytest.raises(Exception) as error:
         make_session(model).run(extra)

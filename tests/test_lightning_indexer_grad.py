@@ -4,6 +4,7 @@ indices and lengths, and determinism across threads."""
 
 import numpy as np
 import pytest
+from cases import raw_outputs
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
@@ -137,7 +138,7 @@ def _small(index_type=np.int32, **changes):
     return inputs | changes
 
 
-OUTPUTS = {"d_query": np.float32, "d_key": np.float32, "d_weights": np.float32}
+OUTPUTS = raw_outputs("LightningIndexerGrad")
 
 
 @pytest.mark.parametrize(

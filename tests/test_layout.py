@@ -1,0 +1,62 @@
+"""The README's Layout table tells the truth: each per-op and per-family file it names exists for
+every op and family of the schemas, and every file in the folders it names is one of an op's, of a
+family's, or of those it lists as shared. A new op that skips a layer, or a file the table does not
+account for, fails here. tests/ is held to its per-op and per-family files only: its other files
+are cross-cutting by design (they run over every op from the case tables)."""
+
+import re
+import subprocess
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+OPS = sorted(p.stem for p in (ROOT / "schemas").glob("*.toml"))
+FAMILIES = sorted({op.removesuffix("_grad") for op in OPS})
+CROSS_CUTTING = {"tests"}  # folders whose other files serve every op
+
+
+def tracked_files():
+    listing = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(listing.stdout.split())
+
+
+def layout_rows():
+    """(layer, per-op patterns, per-family patterns, shared names) of each row of the table."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| layer")]
+    for line in rows:
+        layer, per_op, per_family, shared, _ = (cell.strip() for cell in line.strip("|").split("|"))
+        ticked = [re.findall(r"`([^`]+)`", cell) for cell in (per_op, per_family, shared)]
+        yield layer, *ticked
+
+
+ROWS = list(layout_rows())
+
+
+def test_the_table_has_every_layer():
+    assert len(ROWS) >= 10, "README's Layout table not found or cut short"
+
+
+@pytest.mark.parametrize("layer, per_op, per_family, shared", ROWS, ids=[r[0].split(" (")[0] for r in ROWS])
+def test_layer_files_are_as_the_table_says(layer, per_op, per_family, shared):
+    files = tracked_files()
+    expanded = [p.replace("<op>", op) for p in per_op for op in OPS]
+    expanded += [p.replace("<family>", family) for p in per_family for family in FAMILIES]
+    # A pattern without a wildcard names a file each op (or family) must have.
+    missing = [p for p in expanded if "*" not in p and p not in files]
+    assert not missing, f"{layer}: the table names files that do not exist: {missing}"
+
+    folder = str(Path((per_op or per_family)[0]).parent)
+    unknown = [name for name in shared if f"{folder}/{name}" not in files]
+    assert not unknown, f"{layer}: shared files the table lists are not in {folder}/: {unknown}"
+    if folder in CROSS_CUTTING:
+        return
+    in_folder = {f for f in files if str(Path(f).parent) == folder}
+    accounted = {f for f in in_folder if any(fnmatch(f, p) for p in expanded)}
+    accounted |= {f"{folder}/{name}" for name in shared}
+    assert in_folder <= accounted, f"{layer}: files in {folder}/ the table does not account for: " + str(
+        sorted(in_folder - accounted)
+    )

@@ -88,7 +88,9 @@ def SeqEnds(lengths, rows):
         All(op.Greater(shape, op.Constant(value_ints=[0]))),
         rule="input '{lengths}' must hold one value per batch, at least one",
     )
-    ends = op.Reshape(op.Cast(lengths, to=INT64.dtype), shape)
+    # Reshaped to the checked value count, a 1-vector whatever the input's rank: ONNX Runtime
+    # infers shapes before any check runs, and a wrong rank must reach the check, not fail there.
+    ends = op.Reshape(op.Cast(lengths, to=INT64.dtype), op.ReduceProd(shape, keepdims=1))
     starts = op.Concat(
         op.Constant(value_ints=[0]),
         op.Slice(ends, op.Constant(value_ints=[0]), op.Constant(value_ints=[-1])),

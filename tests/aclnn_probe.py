@@ -7,7 +7,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from cases import small  # noqa: E402
-
 from oracles import F16  # noqa: E402
 from ort_ascend_ops import aclnn_emulator, make_op_model, make_session  # noqa: E402
 

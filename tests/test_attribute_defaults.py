@@ -2,8 +2,8 @@
 declare), on every engine."""
 
 import pytest
-from cases import small
 
+from cases import small
 from engines import run
 from harness import bits
 from oracles import F16, F32

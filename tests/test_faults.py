@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cases import CASES
 from harness import bits
 from oracles import F32, TOL, assert_close, lightning_indexer_grad_inputs, lightning_indexer_grad_oracle
 from ort_ascend_ops import make_op_model, make_session
@@ -20,20 +21,18 @@ THREADS = [1, 2, 4]
 REPEATS = 3
 
 
-# The ops whose kernels allocate inside their tasks. RmsNorm and RmsNormGrad allocate only before
-# theirs, on the calling thread, where an exception has always been an error. Every thread count
-# runs in one child per op (a session each, fresh inputs each): the child's imports dominate.
-@pytest.mark.parametrize(
-    "case",
-    ["LightningIndexer", "LightningIndexerGrad", "RotaryPositionEmbedding", "RotaryPositionEmbeddingGrad"],
-)
-def test_allocation_failure_inside_tasks_is_an_error_and_the_session_goes_on(case):
+# The ops whose kernels allocate inside their tasks (their cases have a ``fault``). RmsNorm and
+# RmsNormGrad allocate only before theirs, on the calling thread, where an exception has always been
+# an error. Every thread count runs in one child per op (a session each, fresh inputs each): the
+# child's imports dominate.
+@pytest.mark.parametrize("op", [op for op, cases in CASES.items() if cases.fault is not None])
+def test_allocation_failure_inside_tasks_is_an_error_and_the_session_goes_on(op):
     script = Path(__file__).with_name("fault_check.py")
     # A fixed mmap threshold: glibc otherwise raises it after the first large free and serves later
     # large blocks from heap space it had already mapped, which the cap cannot see.
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(1 << 20))
     result = subprocess.run(
-        [sys.executable, str(script), case, ",".join(map(str, THREADS)), str(REPEATS)],
+        [sys.executable, str(script), op, ",".join(map(str, THREADS)), str(REPEATS)],
         env=env,
         capture_output=True,
         text=True,

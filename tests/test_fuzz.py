@@ -1,19 +1,19 @@
-"""Differential fuzzing of every op (strategies in fuzz_cases.py): valid calls match the float64
-oracle on the native kernels and on the inlined reference functions in ONNX Runtime; invalid calls
-are ONNX Runtime errors that name the op. CI runs a fixed-seed corpus (hypothesis profile "ci",
+"""Differential fuzzing of every op (its strategies ``valid`` and ``invalid`` in
+tests/cases/<op>.py): valid calls match the float64 oracle on the native kernels and on the inlined
+reference functions in ONNX Runtime; invalid calls are ONNX Runtime errors that name the op. CI runs a fixed-seed corpus (hypothesis profile "ci",
 the default); `pytest tests/test_fuzz.py --hypothesis-profile=nightly` draws thousands per op."""
 
 import numpy as np
 import pytest
-from fuzz_cases import INVALID, VALID
 from hypothesis import given, settings
 from onnx import helper
 
+from cases import CASES
 from engines import run
 from harness import raw_model
 from ort_ascend_ops import make_op_model, make_session
 
-OPS = list(VALID)
+OPS = list(CASES)
 
 
 def reference_share():
@@ -34,7 +34,7 @@ def is_ort_error(error):
 
 @pytest.mark.parametrize("op", OPS)
 def test_valid_calls_match_the_oracle_natively(op):
-    @given(case=VALID[op])
+    @given(case=CASES[op].valid)
     def native(case):
         case.check(run("native", case.op, case.inputs, case.attrs, case.outputs, threads=case.threads))
 
@@ -44,7 +44,7 @@ def test_valid_calls_match_the_oracle_natively(op):
 @pytest.mark.parametrize("op", OPS)
 def test_valid_calls_match_the_oracle_on_the_reference_functions(op):
     @reference_share()
-    @given(case=VALID[op])
+    @given(case=CASES[op].valid)
     def reference(case):
         outputs = run("ort", case.op, case.inputs, case.attrs, outputs=case.outputs)
         # The reference model casts every output to float32 for NumPy; compare in the op's types.
@@ -60,7 +60,7 @@ def test_valid_calls_match_the_oracle_on_the_reference_functions(op):
 @pytest.mark.parametrize("native", [True, False], ids=["native", "reference_functions"])
 @pytest.mark.parametrize("op", OPS)
 def test_invalid_calls_are_ort_errors_naming_the_op(op, native):
-    @given(case=INVALID[op])
+    @given(case=CASES[op].invalid)
     def invalid(case):
         with pytest.raises(Exception) as error:
             model = raw_model(case.op, case.inputs, case.outputs, case.attrs, with_functions=not native)

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import onnxruntime as ort
 import pytest
-from cases import raw_outputs, small
 
+from cases import CASES, raw_outputs, small
 from engines import run
 from harness import raw_model
 from oracles import (
@@ -31,9 +31,6 @@ from ort_ascend_ops.opschema import load_op_specs
 # NaN and Inf inputs make the float64 oracles warn, as they should: the warnings say nothing here.
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 
-BIG = 2**40  # two of these overflow int64
-HUGE = 2**62
-
 OPS = list(load_op_specs())
 
 
@@ -53,78 +50,7 @@ def run_shapes(op, shapes, attrs=None):
     return [value.shape() for value in session.ort.run_with_ort_values(list(raw_outputs(op)), feeds)]
 
 
-EMPTY_BUT_VAST = [
-    ("RmsNorm", {"x": [0, BIG, BIG], "gamma": [0, BIG, BIG]}, {}, [[0, BIG, BIG], [1, 1, 1]]),
-    (
-        "RmsNormGrad",
-        {"dy": [0, BIG, BIG], "x": [0, BIG, BIG], "rstd": [1], "gamma": [0, BIG, BIG]},
-        {},
-        [[0, BIG, BIG], [0, BIG, BIG]],
-    ),
-    (
-        "RotaryPositionEmbedding",
-        {"x": [HUGE, 0, 1, 4], "cos": [1, 1, 1, 4], "sin": [1, 1, 1, 4]},
-        {},
-        [[HUGE, 0, 1, 4]],
-    ),
-    (
-        "RotaryPositionEmbedding",
-        {"x": [0, BIG, BIG, 2], "cos": [0, BIG, BIG, 2], "sin": [0, BIG, BIG, 2]},
-        {},
-        [[0, BIG, BIG, 2]],
-    ),
-    (
-        "RotaryPositionEmbeddingGrad",
-        {"dy": [HUGE, 0, 1, 4], "cos": [1, 1, 1, 4], "sin": [1, 1, 1, 4], "x": [HUGE, 0, 1, 4]},
-        {},
-        [[HUGE, 0, 1, 4], [1, 1, 1, 4], [1, 1, 1, 4]],
-    ),
-    (
-        "LightningIndexer",
-        {"query": [HUGE, 0, 2, 4], "key": [HUGE, 0, 1, 4], "weights": [HUGE, 0, 2]},
-        {"layout": "BSND", "sparse_count": 3},
-        [[HUGE, 0, 3], [HUGE, 0, 3]],
-    ),
-    (
-        "LightningIndexerGrad",
-        {
-            "query": [HUGE, 0, 2, 4],
-            "key": [HUGE, 0, 1, 4],
-            "dy": [HUGE, 0, 3],
-            "sparse_indices": [HUGE, 0, 3],
-            "weights": [HUGE, 0, 2],
-        },
-        {"head_num": 2},
-        [[HUGE, 0, 2, 4], [HUGE, 0, 1, 4], [HUGE, 0, 2]],
-    ),
-    # Heads or head dims of 0 leave the token and key counts unbounded by memory: refused.
-    (
-        "LightningIndexer",
-        {"query": [1, HUGE, 0, 4], "key": [1, HUGE, 1, 0], "weights": [1, HUGE, 0]},
-        {"sparse_count": 1},
-        None,
-    ),
-    (
-        "LightningIndexerGrad",
-        {
-            "query": [1, HUGE, 0, 4],
-            "key": [1, 4, 1, 4],
-            "dy": [1, HUGE, 0],
-            "sparse_indices": [1, HUGE, 0],
-            "weights": [1, HUGE, 0],
-        },
-        {"head_num": 1},
-        None,
-    ),
-    # Outputs that would not fit: ORT's allocation error, reported for the op.
-    ("RmsNorm", {"x": [HUGE, 0], "gamma": [0]}, {}, None),
-    (
-        "LightningIndexer",
-        {"query": [1, 1, 1, 4], "key": [1, 2, 1, 4], "weights": [1, 1, 1]},
-        {"sparse_count": 2**62},
-        None,
-    ),
-]
+EMPTY_BUT_VAST = [(op, *row) for op, cases in CASES.items() for row in cases.empty_but_vast]
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,10 @@ indices and lengths, and determinism across threads."""
 
 import numpy as np
 import pytest
-from cases import raw_outputs
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
+from cases import raw_outputs
 from engines import ENGINES, on, run
 from harness import bits
 from lightning_checks import EDGES, GRAD_TYPES, MODES, check_finite_differences, check_grad

@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from cases import CASES
 from harness import raw_model
 from oracles import (
     BF16,
@@ -18,8 +19,6 @@ from oracles import (
     ROPE_LAYOUTS,
     TOL,
     assert_close,
-    lightning_indexer_grad_inputs,
-    rms_norm_grad_inputs,
     rms_norm_grad_oracle,
     rope_inputs,
 )
@@ -35,23 +34,7 @@ OPSETS = list(range(18, NEWEST + 1))
 
 def small_calls(rng):
     """A valid call of each op and of each variant: (op, inputs, attrs)."""
-    grad = lightning_indexer_grad_inputs(rng, "TND", 3, F32, np.int32, lengths_dtype=np.int32)
-    bsnd = lightning_indexer_grad_inputs(rng, "BSND", 0, BF16, np.int64)
-    forward = {n: a for n, a in grad.items() if n not in ("dy", "sparse_indices")}
-    bsnd_forward = {n: a for n, a in bsnd.items() if n not in ("dy", "sparse_indices")}
-    rope = rope_inputs(rng, ROPE_LAYOUTS[1], BF16, "dy", "cos", "sin", "x")
-    x = rng.standard_normal((3, 16)).astype(BF16)
-    return [
-        ("RmsNorm", {"x": x, "gamma": np.ones(16, F32)}, {"epsilon": 1e-5}),
-        ("RmsNormGrad", rms_norm_grad_inputs(rng, (2, 3, 8), (8,), F16, F32), {}),
-        ("RotaryPositionEmbedding", {"x": rope["dy"], "cos": rope["cos"], "sin": rope["sin"]}, {"mode": 1}),
-        ("RotaryPositionEmbeddingGrad", rope, {"mode": 3}),
-        ("RotaryPositionEmbeddingGrad", {n: rope[n] for n in ("dy", "cos", "sin")}, {"mode": 2}),
-        ("LightningIndexer", forward, {"layout": "TND", "sparse_count": 3}),
-        ("LightningIndexer", bsnd_forward, {"sparse_mode": 0, "sparse_count": 12}),
-        ("LightningIndexerGrad", grad, {"head_num": 3, "layout": "TND"}),
-        ("LightningIndexerGrad", bsnd, {"head_num": 3, "sparse_mode": 0}),
-    ]
+    return [(op, inputs, attrs) for op, cases in CASES.items() for inputs, attrs in cases.variants(rng)]
 
 
 def dynamic_types(inputs):
@@ -187,49 +170,13 @@ def test_the_type_codes_tell_the_types_apart():
         assert len(results) == 1, dtype
 
 
-# Inputs the contract refuses, one rule broken each, with a word the error must carry on both
-# paths besides the op (the input or attribute). The issue's hostile cases among them.
 def refused_calls(rng):
-    norm = rms_norm_grad_inputs(rng, (2, 3, 4), (4,), F32, F32)
-    tnd = lightning_indexer_grad_inputs(rng, "TND", 0, F32, np.int64, skip_fraction=0.0)
-    bsnd = lightning_indexer_grad_inputs(rng, "BSND", 0, F32, np.int32, skip_fraction=0.0)
-    rope = rope_inputs(rng, ROPE_LAYOUTS[1], F32, "dy", "cos", "sin", "x")
-
-    def index_at(inputs, value, token=0, slot=0):
-        indices = inputs["sparse_indices"].copy()
-        indices.reshape(-1, indices.shape[-1])[token, slot] = value
-        return inputs | {"sparse_indices": indices}
-
-    s2 = bsnd["key"].shape[1]
-    first_batch_keys = int(tnd["actual_seq_lengths_key"][0])
-    grad_outputs = {"d_query": F32, "d_key": F32, "d_weights": F32}
-    tnd_attrs = {"head_num": 3, "layout": "TND", "sparse_mode": 0}
-    bsnd_attrs = {"head_num": 3, "sparse_mode": 0}
-    lengths = "actual_seq_lengths_query"
-    norm_outputs = {"dx": F32, "dgamma": F32}
-    rope_outputs = {"dx": F32, "dcos": F32, "dsin": F32}
+    """Every op's calls the contract refuses, by name: (op, inputs, attrs, outputs, word)."""
     return {
-        "index S2 (the next batch's row)": ("LightningIndexerGrad", index_at(bsnd, s2), bsnd_attrs, grad_outputs, "sparse_indices"),
-        "index -2": ("LightningIndexerGrad", index_at(bsnd, -2), bsnd_attrs, grad_outputs, "sparse_indices"),
-        "index -7": ("LightningIndexerGrad", index_at(bsnd, -7), bsnd_attrs, grad_outputs, "sparse_indices"),
-        "TND index into the next batch": ("LightningIndexerGrad", index_at(tnd, first_batch_keys), tnd_attrs, grad_outputs, "sparse_indices"),
-        "decreasing lengths": ("LightningIndexerGrad", tnd | {lengths: tnd[lengths][::-1].copy()}, tnd_attrs, grad_outputs, lengths),
-        "negative length": ("LightningIndexerGrad", tnd | {lengths: np.array([-1, 7], np.int64)}, tnd_attrs, grad_outputs, lengths),
-        "lengths past the tokens": ("LightningIndexerGrad", tnd | {lengths: np.array([3, 8], np.int64)}, tnd_attrs, grad_outputs, lengths),
-        "lengths short of the tokens": ("LightningIndexerGrad", tnd | {lengths: np.array([3, 6], np.int64)}, tnd_attrs, grad_outputs, lengths),
-        "one length too many": ("LightningIndexerGrad", tnd | {lengths: np.array([3, 5, 7], np.int64)}, tnd_attrs, grad_outputs, "per batch"),
-        "head_num": ("LightningIndexerGrad", bsnd, bsnd_attrs | {"head_num": 4}, grad_outputs, "head_num"),
-        "sparse_mode": ("LightningIndexerGrad", bsnd, bsnd_attrs | {"sparse_mode": 1}, grad_outputs, "sparse_mode"),
-        "layout": ("LightningIndexerGrad", bsnd, bsnd_attrs | {"layout": "BNSD"}, grad_outputs, "layout"),
-        "RoPE mode -1": ("RotaryPositionEmbedding", {n: rope[n] for n in ("x", "cos", "sin")}, {"mode": -1}, {"y": F32}, "mode"),
-        "RoPE mode 7": ("RotaryPositionEmbeddingGrad", rope, {"mode": 7}, rope_outputs, "mode"),
-        "dcos without x": ("RotaryPositionEmbeddingGrad", {n: rope[n] for n in ("dy", "cos", "sin")}, {}, rope_outputs, "dcos"),
-        "permuted rstd": ("RmsNormGrad", norm | {"rstd": norm["rstd"].reshape(3, 2, 1)}, {}, norm_outputs, "rstd"),
-        "flat rstd": ("RmsNormGrad", norm | {"rstd": norm["rstd"].reshape(6)}, {}, norm_outputs, "rstd"),
-        "gamma [1]": ("RmsNormGrad", norm | {"gamma": norm["gamma"][:1]}, {}, norm_outputs, "gamma"),
-        "broadcast dy": ("RmsNormGrad", norm | {"dy": norm["dy"][:1]}, {}, norm_outputs, "dy"),
-        "float16 x, bfloat16 gamma": ("RmsNormGrad", norm | {"dy": norm["dy"].astype(F16), "x": norm["x"].astype(F16), "gamma": norm["gamma"].astype(BF16)}, {}, {"dx": F16, "dgamma": F32}, "gamma"),
-    }  # fmt: skip
+        f"{op}: {name}": (op, *call)
+        for op, cases in CASES.items()
+        for name, call in cases.refused(rng).items()
+    }
 
 
 REFUSED = list(refused_calls(np.random.default_rng(0)))

@@ -10,70 +10,18 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 from memory import assert_memory_flat
 
-from oracles import F32, lightning_indexer_grad_inputs, rms_norm_grad_inputs
+from cases import CASES
 from ort_ascend_ops import get_library_path, make_op_model, make_session
 
 RUNS = 10_000
 
 
-def calls(op):
-    """(valid inputs, failing inputs, attributes) for one dynamic-shape model of op."""
-    rng = np.random.default_rng(3)
-    grad = lightning_indexer_grad_inputs(rng, "TND", 0, F32, np.int32, n1=2, d=16, k=3)
-    hostile = grad["sparse_indices"].copy()
-    hostile[-1, -1] = 2**31 - 1
-    forward = {
-        n: grad[n] for n in ("query", "key", "weights", "actual_seq_lengths_query", "actual_seq_lengths_key")
-    }
-    rope = {n: rng.standard_normal((1, 4, 2, 8)).astype(F32) for n in ("x", "cos", "sin")}
-    norm_grad = rms_norm_grad_inputs(rng, (4, 24), (24,), F32, F32)
-    return {
-        "RmsNorm": (
-            {"x": np.ones((4, 24), F32), "gamma": np.ones(24, F32)},
-            {"x": np.ones((4, 24), F32), "gamma": np.ones(23, F32)},
-            {},
-        ),
-        "RmsNormGrad": (norm_grad, norm_grad | {"rstd": np.ones((5, 1), F32)}, {}),
-        "RotaryPositionEmbedding": (
-            rope,
-            rope | {"cos": rope["cos"][..., :4], "sin": rope["sin"][..., :4]},
-            {},
-        ),
-        "RotaryPositionEmbeddingGrad": (
-            {"dy": rope["x"], "cos": rope["cos"], "sin": rope["sin"], "x": rope["x"]},
-            {"dy": rope["x"], "cos": rope["cos"], "sin": rope["sin"], "x": rope["x"][:, :2]},
-            {"mode": 1},
-        ),
-        "LightningIndexer": (
-            forward,
-            forward | {"actual_seq_lengths_key": np.array([4, 8], np.int64)},
-            {"layout": "TND", "sparse_mode": 0, "sparse_count": 3},
-        ),
-        "LightningIndexerGrad": (
-            grad,
-            grad | {"sparse_indices": hostile},
-            {"head_num": 2, "layout": "TND", "sparse_mode": 0},
-        ),
-    }[op]
-
-
-OPS = [
-    "RmsNorm",
-    "RmsNormGrad",
-    "RotaryPositionEmbedding",
-    "RotaryPositionEmbeddingGrad",
-    "LightningIndexer",
-    "LightningIndexerGrad",
-]
-
-
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", list(CASES))
 def test_ten_thousand_valid_and_failing_runs_keep_memory_flat(op):
-    valid, failing, attrs = calls(op)
+    valid, failing, attrs = CASES[op].resources()
     types = {name: (a.dtype, [None] * a.ndim) for name, a in valid.items()}
     session = make_session(make_op_model(op, types, attrs), threads=2)
 

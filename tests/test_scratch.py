@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cases import CASES
+
 MiB = 1 << 20
 THREADS = 2
 
@@ -24,11 +26,12 @@ ORT_RUN = 8 * MiB
 
 
 @pytest.mark.parametrize(
-    "case", ["indexer_grad_many_keys", "indexer_grad_wide", "indexer_many_keys", "indexer_many_heads"]
+    "op, case", [(op, case) for op, cases in CASES.items() for case in cases.scratch], ids=lambda v: v
 )
-def test_scratch_is_bounded_by_the_tensors(case):
+def test_scratch_is_bounded_by_the_tensors(op, case):
     script = Path(__file__).with_name("scratch_check.py")
-    result = subprocess.run([sys.executable, str(script), case, str(THREADS)], capture_output=True, text=True)
+    command = [sys.executable, str(script), op, case, str(THREADS)]
+    result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     measured = json.loads(result.stdout.splitlines()[-1])
     bound = (

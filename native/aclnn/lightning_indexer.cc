@@ -37,10 +37,9 @@ struct LightningIndexerAclnn : LightningIndexerAclnnKernel<LightningIndexerSigna
     const char* op = this->kName;
     AclnnCall& call = *a.call;
     const LightningIndexerShape& s = a.s;
-    const acl::Family family = call.cann().family();
     if (auto status =
-            first_error([&] { return check_lightning_indexer_family(op, family); },
-                        [&] { return check_head_dim(op, s); }, [&] { return check_heads(op, family, s.n1); },
+            first_error([&] { return this->check_product_and_head_dim(a); },
+                        [&] { return check_heads(op, call.cann().family(), s.n1); },
                         [&] { return check_sparse_count(op, s.k); }, [&] { return check_signature(call); });
         !status.IsOK())
       return status;

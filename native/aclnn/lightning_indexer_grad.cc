@@ -26,10 +26,9 @@ struct LightningIndexerGradAclnn : LightningIndexerAclnnKernel<LightningIndexerG
     const char* op = this->kName;
     AclnnCall& call = *a.call;
     const LightningIndexerShape& s = a.s;
-    const acl::Family family = call.cann().family();
-    if (auto status = first_error(
-            [&] { return check_lightning_indexer_family(op, family); }, [&] { return check_head_dim(op, s); },
-            [&] { return check_heads_and_k(op, s); }, [&] { return check_batches(op, s, s.k); });
+    if (auto status =
+            first_error([&] { return this->check_product_and_head_dim(a); },
+                        [&] { return check_heads_and_k(op, s); }, [&] { return check_batches(op, s, s.k); });
         !status.IsOK())
       return status;
     // The vendor kernel reads whatever index it is given; the contract makes a bad one an error,

@@ -54,6 +54,12 @@ inline const aclTensor* lengths_tensor(AclnnCall& call, const HostLengths& lengt
   return tnd && lengths ? call.tensor(lengths->data, lengths->shape, ACL_INT32) : nullptr;
 }
 
+inline Ort::Status check_head_dim(const char* op, const LightningIndexerShape& s) {
+  if (s.d == 128) return Ort::Status(nullptr);
+  return op_error(
+      op, std::string("aclnn") + op + " needs head dim D = 128; query has D = " + std::to_string(s.d));
+}
+
 // What the aclnn kernels of LightningIndexer and its grad share: float16 and bfloat16 only (a
 // float32 kernel reports that), and the call opened while the inputs are read, to copy TND's
 // lengths to the host for the contract's checks.
@@ -81,13 +87,14 @@ struct LightningIndexerAclnnKernel : AclnnKernel<OpSignature> {
       return status;
     return this->check(a, a.host_lengths.query(), a.host_lengths.key());
   }
-};
 
-inline Ort::Status check_head_dim(const char* op, const LightningIndexerShape& s) {
-  if (s.d == 128) return Ort::Status(nullptr);
-  return op_error(
-      op, std::string("aclnn") + op + " needs head dim D = 128; query has D = " + std::to_string(s.d));
-}
+  // The first limits both vendor kernels share: the product and the head dim.
+  static Ort::Status check_product_and_head_dim(const Args& a) {
+    return first_error(
+        [&] { return check_lightning_indexer_family(OpSignature::kName, a.call->cann().family()); },
+        [&] { return check_head_dim(OpSignature::kName, a.s); });
+  }
+};
 
 // Batches and their lengths: B in [1, 1024], S1 in [1, 128K], S2 in [min_key_rows, 128K].
 inline Ort::Status check_batches(const char* op, const LightningIndexerShape& s, int64_t min_key_rows) {
@@ -112,8 +119,8 @@ inline Ort::Status check_batches(const char* op, const LightningIndexerShape& s,
 
 // The vendor kernel reads every counted slot as a key row, -1 included (NOTES.md); the contract
 // skips a -1 there, so aclnn gets none: refused here rather than read out of bounds on the device.
-inline Ort::Status check_no_skipped_slots(const char* op, const int32_t* indices, const LightningIndexerShape& s,
-                                          int sparse_mode) {
+inline Ort::Status check_no_skipped_slots(const char* op, const int32_t* indices,
+                                          const LightningIndexerShape& s, int sparse_mode) {
   const std::vector<int64_t> batch_of = s.spans.batch_of_tokens();
   for (int64_t t = 0; t < s.spans.tokens(); ++t) {
     const int64_t b = batch_of[t];

@@ -28,14 +28,24 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-if os.environ.get("ORT_ASCEND_OPS_TEST_NO_ARENA"):  # .ci/sanitize: every tensor its own allocation
+_NO_ARENA = bool(os.environ.get("ORT_ASCEND_OPS_TEST_NO_ARENA"))  # .ci/sanitize
 
-    class _NoArenaOptions(ort.SessionOptions):
-        def __init__(self):
-            super().__init__()
+
+class _TestSessionOptions(ort.SessionOptions):
+    """Every session the tests make. Its idle intra-op threads sleep rather than spin (ONNX
+    Runtime's default): pytest runs a worker per core, and threads spinning in one worker's
+    sessions take the cores the other worker's kernels run on. The results are the same bits.
+    Under the sanitizer job, every tensor is an allocation of its own (no arena)."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if _NO_ARENA:
             self.enable_cpu_mem_arena = False
 
-    ort.SessionOptions = _NoArenaOptions
+
+ort.SessionOptions = _TestSessionOptions
+if _NO_ARENA:
     # Its output is not captured (sanitizer reports must reach the log): keep ORT's own error
     # lines for the thousands of expected failures out of it.
     ort.set_default_logger_severity(4)

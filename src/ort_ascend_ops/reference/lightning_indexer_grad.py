@@ -6,7 +6,7 @@ from onnxscript import FLOAT, INT64, script
 from ..opschema import default
 from ._opset import ascend, op
 from .checks import Check, ElemType, IsIndexType, SameType, SameVector
-from .lightning_indexer_rules import BatchCounts, IndexerRules, LayoutInputs, SeqEnds, ShapeEnds, TestedInputs
+from .lightning_indexer_rules import BatchCounts, BsndInputs, TestedInputs, TndInputs
 from .lightning_indexer_tokens import IndexerTokens
 
 _LAYOUT = default("LightningIndexerGrad", "layout", str)
@@ -180,13 +180,15 @@ def LightningIndexerGradTnd(
     deterministic: int = _DETERMINISTIC,
 ):
     """LightningIndexerGrad for nodes that pass both actual_seq_lengths inputs (layout TND)."""
-    q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
-    present = op.Constant(value=True)
-    q_shape = LayoutInputs(q_shape, present, present, layout=layout)
-    zero_1d = op.Constant(value_ints=[0])
-    one_1d = op.Constant(value_ints=[1])
-    ends_q = SeqEnds(actual_seq_lengths_query, op.Slice(q_shape, zero_1d, one_1d))
-    ends_k = SeqEnds(actual_seq_lengths_key, op.Slice(k_shape, zero_1d, one_1d))
+    q_shape, k_shape, ends_q, ends_k = TndInputs(
+        query,
+        key,
+        weights,
+        actual_seq_lengths_query,
+        actual_seq_lengths_key,
+        layout=layout,
+        sparse_mode=sparse_mode,
+    )
     d_query, d_key, d_weights = IndexerGradRows(
         query,
         key,
@@ -220,10 +222,7 @@ def LightningIndexerGradBsnd(
     deterministic: int = _DETERMINISTIC,
 ):
     """LightningIndexerGrad for nodes that pass neither actual_seq_lengths input (layout BSND)."""
-    q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
-    absent = op.Constant(value=False)
-    q_shape = LayoutInputs(q_shape, absent, absent, layout=layout)
-    ends_q, ends_k = ShapeEnds(q_shape, k_shape)
+    q_shape, k_shape, ends_q, ends_k = BsndInputs(query, key, weights, layout=layout, sparse_mode=sparse_mode)
     d_query, d_key, d_weights = IndexerGradRows(
         query,
         key,

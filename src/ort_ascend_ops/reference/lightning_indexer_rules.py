@@ -137,6 +137,33 @@ def LayoutInputs(q_shape, has_query_lengths, has_key_lengths, layout: str):
 
 
 @script(opset=ascend, default_opset=op)
+def TndInputs(
+    query, key, weights, actual_seq_lengths_query, actual_seq_lengths_key, layout: str, sparse_mode: int
+):
+    """query's and key's checked shapes and the cumulative batch ends, for the variants of the
+    nodes that pass both actual_seq_lengths inputs (layout TND)."""
+    q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
+    present = op.Constant(value=True)
+    q_shape = LayoutInputs(q_shape, present, present, layout=layout)
+    zero_1d = op.Constant(value_ints=[0])
+    one_1d = op.Constant(value_ints=[1])
+    ends_q = SeqEnds(actual_seq_lengths_query, op.Slice(q_shape, zero_1d, one_1d))
+    ends_k = SeqEnds(actual_seq_lengths_key, op.Slice(k_shape, zero_1d, one_1d))
+    return q_shape, k_shape, ends_q, ends_k
+
+
+@script(opset=ascend, default_opset=op)
+def BsndInputs(query, key, weights, layout: str, sparse_mode: int):
+    """query's and key's checked shapes and the cumulative batch ends, for the variants of the
+    nodes that pass neither actual_seq_lengths input (layout BSND)."""
+    q_shape, k_shape = IndexerRules(query, key, weights, layout=layout, sparse_mode=sparse_mode)
+    absent = op.Constant(value=False)
+    q_shape = LayoutInputs(q_shape, absent, absent, layout=layout)
+    ends_q, ends_k = ShapeEnds(q_shape, k_shape)
+    return q_shape, k_shape, ends_q, ends_k
+
+
+@script(opset=ascend, default_opset=op)
 def BatchCounts(ends_q, ends_k):
     """ends_q, once both inputs' ends are checked to give one batch count."""
     return Check(

@@ -68,6 +68,8 @@ HELPERS: tuple[OnnxFunction, ...] = (
     lightning_indexer_rules.ShapeEnds,
     lightning_indexer_rules.LayoutInputs,
     lightning_indexer_rules.TestedInputs,
+    lightning_indexer_rules.TndInputs,
+    lightning_indexer_rules.BsndInputs,
     lightning_indexer_rules.BatchCounts,
     IndexerTokens,
     IndexerSelect,

@@ -6,7 +6,7 @@ from aclnn_checks import assert_refused
 from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
 from engines import run
-from lightning_checks import forward_inputs
+from lightning_indexer_checks import forward_inputs
 from oracles import F16, F32
 
 OP = "LightningIndexer"

@@ -8,7 +8,7 @@ import pytest
 from aclnn_checks import assert_refused, host_waits
 
 from engines import run
-from lightning_checks import MODES
+from lightning_indexer_checks import MODES
 from oracles import (
     BF16,
     F16,

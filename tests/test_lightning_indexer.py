@@ -8,7 +8,7 @@ from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
 from engines import ENGINES, on, run
 from harness import bits
-from lightning_checks import EDGES, MODES, check_forward, forward_inputs
+from lightning_indexer_checks import EDGES, MODES, check_forward, forward_inputs
 from oracles import BF16, F16, F32, lightning_indexer_grad_inputs
 
 

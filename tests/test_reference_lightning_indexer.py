@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 
 from engines import ENGINES
-from lightning_checks import (
+from lightning_indexer_checks import (
     check_finite_differences,
     check_forward,
     check_grad,

@@ -521,3 +521,13 @@ def test_lightning_indexer_inference_rejects(node, message):
     assert message in str(error.value)
     with pytest.raises(ValueError, match=re.escape(message)):
         make_op_model(op_name, inputs, attrs)
+
+
+def test_a_familys_ops_allow_the_same_choices():
+    # The reference functions' shared rules (reference/<family>_rules.py) take the forward op's.
+    specs = load_op_specs()
+    for name, spec in specs.items():
+        forward = {a.name: a.choices for a in specs[name.removesuffix("Grad")].attributes}
+        for a in spec.attributes:
+            if a.choices or forward.get(a.name):
+                assert a.choices == forward[a.name], f"{name}.{a.name}"

@@ -1,6 +1,6 @@
 """Writes the C++ header of what schemas/*.toml say that the native glue needs: the ops (by their
-file names, which name every layer's files), their domain and every attribute's default, so that
-each is spelled in the schemas alone.
+file names, which name every layer's files), their domain, and every attribute's default and
+choices, so that each is spelled in the schemas alone.
 
 Usage: schema_header.py OUTPUT SCHEMA.toml...
 """
@@ -16,14 +16,15 @@ def camel(name: str) -> str:
 
 
 def literal(kind: str, value: object) -> tuple[str, str]:
-    """The C++ type and literal of a TOML default of ONNX attribute type `kind`."""
+    """The C++ type and literal of a TOML value (a default or a choice) of ONNX attribute type
+    `kind`."""
     if kind == "float" and isinstance(value, float | int):
         return "float", repr(float(value)) + "f"
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         return "int64_t", str(value)
     if kind == "string" and isinstance(value, str):
         return "const char*", json.dumps(value)
-    raise ValueError(f"no C++ spelling for a default {value!r} of type {kind}")
+    raise ValueError(f"no C++ spelling for a value {value!r} of type {kind}")
 
 
 def main(output: str, *schemas: str) -> None:
@@ -36,10 +37,14 @@ def main(output: str, *schemas: str) -> None:
         domains.add(spec["domain"])
         lines = []
         for attribute in spec.get("attributes", []):
-            if "default" not in attribute:
-                continue
-            cpp_type, value = literal(attribute["type"], attribute["default"])
-            lines.append(f"  static constexpr {cpp_type} k{camel(attribute['name'])} = {value};")
+            name, kind = camel(attribute["name"]), attribute["type"]
+            if "default" in attribute:
+                cpp_type, value = literal(kind, attribute["default"])
+                lines.append(f"  static constexpr {cpp_type} k{name} = {value};")
+            if "choices" in attribute:
+                spelled = [literal(kind, choice) for choice in attribute["choices"]]
+                values = ", ".join(value for _, value in spelled)
+                lines.append(f"  static constexpr {spelled[0][0]} k{name}Choices[] = {{{values}}};")
         if lines:
             ops.append(f"struct {spec['name']} {{\n" + "\n".join(lines) + "\n};")
     if len(domains) != 1:
@@ -58,7 +63,8 @@ def main(output: str, *schemas: str) -> None:
             "",
             f"constexpr const char* kDomain = {json.dumps(domains.pop())};",
             "",
-            "// Attribute defaults, one struct per op that has any.",
+            "// Attribute defaults (k<Attribute>) and choices (k<Attribute>Choices), one struct per op",
+            "// that has any.",
             *ops,
             "",
             "}  // namespace oao::schema",

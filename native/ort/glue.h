@@ -97,6 +97,25 @@ inline std::string quoted(const std::string& text) {
   return out + "'";
 }
 
+// "" when `value` is one of an attribute's `choices` (schema::<Op>::k<Attribute>Choices), else the
+// error: "attribute 'sparse_mode' is 1; it must be 0 or 3".
+template <class Value, class Choice, size_t N>
+std::string choice_error(const char* name, const Value& value, const Choice (&choices)[N]) {
+  const auto spelled = [](const auto& v) {
+    if constexpr (std::is_arithmetic_v<std::decay_t<decltype(v)>>) {
+      return std::to_string(v);
+    } else {
+      return quoted(v);
+    }
+  };
+  std::string allowed;
+  for (size_t i = 0; i < N; ++i) {
+    if (value == choices[i]) return "";
+    allowed += (i == 0 ? "" : i + 1 < N ? ", " : " or ") + spelled(choices[i]);
+  }
+  return std::string("attribute '") + name + "' is " + spelled(value) + "; it must be " + allowed;
+}
+
 // An INVALID_ARGUMENT status whose message starts with the op's name.
 inline Ort::Status op_error(const char* op, const std::string& message) {
   return Ort::Status((std::string(op) + ": " + message).c_str(), ORT_INVALID_ARGUMENT);

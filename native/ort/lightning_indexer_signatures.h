@@ -22,12 +22,11 @@ struct LightningIndexerShape {
 
 class LightningIndexerChecks {
  public:
-  LightningIndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode) : op_(op), layout_(layout) {
-    if (layout != "BSND" && layout != "TND") {
-      error_ = "attribute 'layout' is " + quoted(layout) + "; it must be 'BSND' or 'TND'";
-    } else if (sparse_mode != 0 && sparse_mode != 3) {
-      error_ = "attribute 'sparse_mode' is " + std::to_string(sparse_mode) + "; it must be 0 or 3";
-    }
+  // Op's schema (schema::LightningIndexer or schema::LightningIndexerGrad) holds the choices.
+  template <class Op>
+  LightningIndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode, Op)
+      : op_(op), layout_(layout), error_(choice_error("layout", layout, Op::kLayoutChoices)) {
+    if (ok()) error_ = choice_error("sparse_mode", sparse_mode, Op::kSparseModeChoices);
   }
 
   bool tnd() const { return layout_ == "TND"; }
@@ -150,14 +149,14 @@ using HostLengths = std::optional<Io::Untyped>;
 
 constexpr ONNXTensorElementDataType kAnyType = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 
-// What both ops share: the layout and sparse_mode attributes (with Op's schema defaults), the
+// What both ops share: the layout and sparse_mode attributes (Schema: their defaults and choices), the
 // lengths and geometry in their Args, read, and the rules on query, key and the lengths around
 // Op::check_rest, the op's own.
-template <class Op, class Defaults>
+template <class Op, class Schema>
 struct LightningIndexerBase : Signature {
   explicit LightningIndexerBase(const OrtKernelInfo* info)
-      : layout(attribute<std::string>(info, "layout").value_or(Defaults::kLayout)),
-        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(Defaults::kSparseMode)) {}
+      : layout(attribute<std::string>(info, "layout").value_or(Schema::kLayout)),
+        sparse_mode(attribute<int64_t>(info, "sparse_mode").value_or(Schema::kSparseMode)) {}
 
   bool tnd() const { return layout == "TND"; }
 
@@ -176,7 +175,7 @@ struct LightningIndexerBase : Signature {
   // The contract's rules, on the lengths in host memory.
   template <class Args>
   Ort::Status check(Args& a, const HostLengths& query_lengths, const HostLengths& key_lengths) const {
-    LightningIndexerChecks checks(Op::kName, layout, sparse_mode);
+    LightningIndexerChecks checks(Op::kName, layout, sparse_mode, Schema{});
     checks.query_key(a.query.shape, a.key.shape, a.s);
     if (!checks.ok()) return checks.status();
     if (auto status = static_cast<const Op&>(*this).check_rest(a, checks); !status.IsOK()) return status;

@@ -8,14 +8,14 @@
 
 namespace oao {
 
-// Checks the rules for `data` (dy, or the forward's x) of shape `shape` against cos and sin. cos
-// has data's rank, as in every aclnn layout (BNSD with 11SD, ..., TND with T1D).
-inline Ort::Status check_rotary_position_embedding(const char* op, const char* data_name, const Shape& shape, const Shape& cos,
-                              const Shape& sin, int64_t mode) {
-  if (mode < 0 || mode > 3) {
-    return op_error(op, "attribute 'mode' is " + std::to_string(mode) +
-                            "; it must be 0 (half), 1 (interleave), 2 (quarter) or 3 (interleave-half)");
-  }
+// Checks the rules for `data` (dy, or the forward's x) of shape `shape` against cos and sin, and
+// `mode` against the op's schema's `modes`. cos has data's rank, as in every aclnn layout (BNSD
+// with 11SD, ..., TND with T1D).
+template <size_t N>
+Ort::Status check_rotary_position_embedding(const char* op, const char* data_name, const Shape& shape,
+                                            const Shape& cos, const Shape& sin, int64_t mode,
+                                            const int64_t (&modes)[N]) {
+  if (auto error = choice_error("mode", mode, modes); !error.empty()) return op_error(op, error);
   if (shape.empty())
     return op_error(op, std::string("input '") + data_name + "' has rank 0; it needs a last axis D");
   if (cos != sin) {
@@ -55,7 +55,8 @@ struct RotaryPositionEmbeddingSignature : Signature {
     a.x = *io.input<T>(0);
     a.cos = *io.input<T>(1);
     a.sin = *io.input<T>(2);
-    return check_rotary_position_embedding(kName, "x", a.x.shape, a.cos.shape, a.sin.shape, mode);
+    return check_rotary_position_embedding(kName, "x", a.x.shape, a.cos.shape, a.sin.shape, mode,
+                                           schema::RotaryPositionEmbedding::kModeChoices);
   }
 
   int64_t mode;
@@ -81,8 +82,8 @@ struct RotaryPositionEmbeddingGradSignature : Signature {
     a.cos = *io.input<T>(1);
     a.sin = *io.input<T>(2);
     a.x = io.input<T>(3);
-    if (auto status =
-            check_rotary_position_embedding(kName, "dy", a.dy.shape, a.cos.shape, a.sin.shape, mode);
+    if (auto status = check_rotary_position_embedding(kName, "dy", a.dy.shape, a.cos.shape, a.sin.shape, mode,
+                                                      schema::RotaryPositionEmbeddingGrad::kModeChoices);
         !status.IsOK())
       return status;
     if (a.x && a.x->shape != a.dy.shape) {

@@ -7,7 +7,7 @@ from .docs import docs_markdown
 from .inference import bind_types, infer_outputs
 from .onnx_schema import attribute_values, register_schemas
 from .shapes import Dim, Shape
-from .specs import OpSpec, default, elem_type, load_op_specs
+from .specs import OpSpec, choice_rule, choices, default, elem_type, load_op_specs
 
 __all__ = [
     "Dim",
@@ -15,6 +15,8 @@ __all__ = [
     "Shape",
     "attribute_values",
     "bind_types",
+    "choice_rule",
+    "choices",
     "default",
     "docs_markdown",
     "elem_type",

@@ -199,3 +199,21 @@ def default(op_name: str, attribute: str, kind: type[_T]) -> _T:
     if not isinstance(value, kind):
         raise TypeError(f"{op_name}.{attribute} has no default of type {kind.__name__}")
     return value
+
+
+def choices(op_name: str, attribute: str) -> list:
+    """The only values ``op_name``'s ``attribute`` may take, as its spec lists them; with
+    ``choice_rule``, the one place the reference functions take them from (the native glue's are
+    generated from the same TOML)."""
+    (a,) = (a for a in specs()[op_name].attributes if a.name == attribute)
+    if not a.choices:
+        raise ValueError(f"{op_name}.{attribute} lists no choices")
+    return [a.coerce(c) for c in a.choices]
+
+
+def choice_rule(op_name: str, attribute: str) -> str:
+    """The contract's rule on the attribute's choices, as the checks name it: "attribute
+    'sparse_mode' must be 0 or 3"."""
+    spelled = [repr(c) for c in choices(op_name, attribute)]
+    allowed = spelled[0] if len(spelled) == 1 else ", ".join(spelled[:-1]) + " or " + spelled[-1]
+    return f"attribute '{attribute}' must be {allowed}"

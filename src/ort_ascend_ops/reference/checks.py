@@ -85,6 +85,12 @@ def All(flags):
 
 
 @script(opset=ascend, default_opset=op)
+def AnyOf(flags):
+    """Whether one of the booleans ``flags`` (1-D, not empty) holds, as a scalar."""
+    return op.Cast(op.ReduceMax(op.Cast(flags, to=INT64.dtype), keepdims=0), to=BOOL.dtype)
+
+
+@script(opset=ascend, default_opset=op)
 def PadPair(a, b):
     """The 1-D int64 tensors a and b (shapes, say) padded with -1 to the longer length, so that
     comparing them never meets unequal lengths (which static shape inference would refuse)."""

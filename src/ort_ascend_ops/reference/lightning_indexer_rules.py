@@ -3,8 +3,16 @@ cumulative batch ends both read from their inputs."""
 
 from onnxscript import INT64, script
 
+from ..opschema import choice_rule, choices
 from ._opset import ascend, op
-from .checks import All, Check, ElemType, IsFloatT, IsIndexType, ReadPresent, SameType, SameVector
+from .checks import All, AnyOf, Check, ElemType, IsFloatT, IsIndexType, ReadPresent, SameType, SameVector
+
+# The family's layouts and sparse modes, as its forward op's schema lists them
+# (tests/test_opschema.py holds the grad's to the same).
+LAYOUTS = choices("LightningIndexer", "layout")
+LAYOUT_RULE = choice_rule("LightningIndexer", "layout")
+SPARSE_MODES = choices("LightningIndexer", "sparse_mode")
+SPARSE_MODE_RULE = choice_rule("LightningIndexer", "sparse_mode")
 
 
 @script(opset=ascend, default_opset=op)
@@ -25,9 +33,12 @@ def IndexerRules(query, key, weights, layout: str, sparse_mode: int):
     """query's and key's shapes, once the attributes and the types and shapes of query, key and
     weights are checked against the contract."""
     tnd = IsLayout(op.Constant(value_string="TND"), layout=layout)
-    bsnd = IsLayout(op.Constant(value_string="BSND"), layout=layout)
-    mode = op.Constant(value_int=sparse_mode)
-    known_mode = op.Or(op.Equal(mode, op.Constant(value_int=0)), op.Equal(mode, op.Constant(value_int=3)))
+    # One of LAYOUTS when adding it to them adds no distinct string (see IsLayout).
+    layouts = op.Constant(value_strings=LAYOUTS)
+    given = op.Reshape(op.Constant(value_string=layout), op.Constant(value_ints=[1]))
+    distinct, _, _, _ = op.Unique(op.Concat(layouts, given, axis=0))
+    known_layout = op.Equal(op.Size(distinct), op.Size(layouts))
+    known_mode = AnyOf(op.Equal(op.Constant(value_ints=SPARSE_MODES), op.Constant(value_int=sparse_mode)))
     _ = SameType(key, query, rule="input 'key' must have query's element type")
     _ = SameType(weights, query, rule="input 'weights' must have query's element type")
     q_shape = op.Shape(query)
@@ -44,8 +55,8 @@ def IndexerRules(query, key, weights, layout: str, sparse_mode: int):
     same_batch = op.Equal(op.Slice(k_shape, zero_1d, one_1d), op.Slice(q_shape, zero_1d, one_1d))
     # One vector holds both shapes, so that every check guards both (checks.py).
     shapes = op.Concat(q_shape, k_shape, axis=0)
-    shapes = Check(shapes, op.Or(tnd, bsnd), rule="attribute 'layout' must be 'BSND' or 'TND'")
-    shapes = Check(shapes, known_mode, rule="attribute 'sparse_mode' must be 0 or 3")
+    shapes = Check(shapes, known_layout, rule=LAYOUT_RULE)
+    shapes = Check(shapes, known_mode, rule=SPARSE_MODE_RULE)
     shapes = Check(
         shapes, IsFloatT(ElemType(query)), rule="input 'query' must be float32, float16 or bfloat16"
     )

@@ -52,6 +52,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     checks.IsFloatT,
     checks.IsIndexType,
     checks.All,
+    checks.AnyOf,
     checks.PadPair,
     checks.SameVector,
     checks.WithoutOnes,

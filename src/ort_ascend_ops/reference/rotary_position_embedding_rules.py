@@ -2,8 +2,14 @@
 
 from onnxscript import script
 
+from ..opschema import choice_rule, choices
 from ._opset import ascend, op
-from .checks import All, Check, ElemType, IsFloatT, PadPair, SameType, SameVector
+from .checks import All, AnyOf, Check, ElemType, IsFloatT, PadPair, SameType, SameVector
+
+# The family's modes, as its forward op's schema lists them (tests/test_opschema.py holds the
+# grad's to the same).
+MODES = choices("RotaryPositionEmbedding", "mode")
+MODE_RULE = choice_rule("RotaryPositionEmbedding", "mode")
 
 
 @script(opset=ascend, default_opset=op)
@@ -13,15 +19,8 @@ def RotaryRules(data, cos, sin, mode: int):
     _ = SameType(cos, data, rule="input 'cos' must have the element type of '{data}'")
     _ = SameType(sin, data, rule="input 'sin' must have the element type of '{data}'")
     mode_value = op.Constant(value_int=mode)
-    known_mode = op.And(
-        op.GreaterOrEqual(mode_value, op.Constant(value_int=0)),
-        op.LessOrEqual(mode_value, op.Constant(value_int=3)),
-    )
-    shape = Check(
-        op.Shape(data),
-        known_mode,
-        rule="attribute 'mode' must be 0 (half), 1 (interleave), 2 (quarter) or 3 (interleave-half)",
-    )
+    known_mode = AnyOf(op.Equal(op.Constant(value_ints=MODES), mode_value))
+    shape = Check(op.Shape(data), known_mode, rule=MODE_RULE)
     shape = Check(shape, IsFloatT(ElemType(data)), rule="input '{data}' must be float32, float16 or bfloat16")
     rank = op.Shape(shape)
     shape = Check(

@@ -62,6 +62,13 @@ def test_ties_go_to_the_lower_key(engine, layout):
     assert np.all(indices[:, 1:][tied] > indices[:, :-1][tied])
 
 
+@pytest.mark.parametrize("lengths_type", [np.int32, np.int64], ids=lambda p: np.dtype(p).name)
+@pytest.mark.parametrize("engine", ["native", *(on(e) for e in ENGINES)])
+def test_tnd_lengths_of_either_integer_type(engine, lengths_type, rng):
+    inputs = lightning_indexer_grad_inputs(rng, "TND", 3, F32, np.int32, lengths_dtype=lengths_type)
+    check_forward(engine, forward_inputs(inputs), {"layout": "TND", "sparse_mode": 3, "sparse_count": 4}, F32)
+
+
 @pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0), ("TND", 3)])
 def test_keys_in_blocks_and_a_streaming_top_k(layout, mode, rng):
     # 256 heads: the kernel scores 512 keys at a time for a tile of 2 tokens, so 700 keys take

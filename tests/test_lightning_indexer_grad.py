@@ -50,9 +50,10 @@ def test_matches_oracle(engine, layout, mode, t, index_type, rng, request):
 
 
 @pytest.mark.parametrize("lengths_type", [np.int32, np.int64], ids=lambda p: np.dtype(p).name)
-def test_tnd_lengths_of_either_integer_type(lengths_type, rng):
+@pytest.mark.parametrize("engine", ["native", *(on(e) for e in ENGINES)])
+def test_tnd_lengths_of_either_integer_type(engine, lengths_type, rng):
     inputs = lightning_indexer_grad_inputs(rng, "TND", 3, F32, np.int32, lengths_dtype=lengths_type)
-    check_grad("native", inputs, "TND", 3, F32)
+    check_grad(engine, inputs, "TND", 3, F32)
 
 
 @pytest.mark.parametrize("engine", ["native", *(on(e) for e in ENGINES)])

@@ -1,6 +1,6 @@
 """The onnxscript LightningIndexer/LightningIndexerGrad references on three engines: slots past
-K_t, finite differences, int32 lengths and ONNX Runtime's warnings (their oracle tests are in
-test_lightning_indexer*.py)."""
+K_t, finite differences and ONNX Runtime's warnings (their oracle tests, both lengths types among
+them, are in test_lightning_indexer*.py over every engine)."""
 
 import numpy as np
 import onnxruntime as ort
@@ -9,9 +9,7 @@ import pytest
 from engines import ENGINES
 from lightning_indexer_checks import (
     check_finite_differences,
-    check_forward,
     check_grad,
-    forward_inputs,
 )
 from oracles import (
     F16,
@@ -35,13 +33,6 @@ def test_grad_ignores_slots_past_k_t(engine, rng):
 @pytest.mark.parametrize("layout, mode", [("BSND", 3), ("TND", 0)])
 def test_grad_matches_finite_differences_of_the_selected_scores(layout, mode, rng):
     check_finite_differences("ort", layout, mode, rng)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-def test_tnd_int32_lengths(engine, rng):
-    inputs = lightning_indexer_grad_inputs(rng, "TND", 3, F32, np.int32, lengths_dtype=np.int32)
-    check_grad(engine, inputs, "TND", 3, F32)
-    check_forward(engine, forward_inputs(inputs), {"layout": "TND", "sparse_mode": 3, "sparse_count": 4}, F32)
 
 
 def test_ort_loads_without_warnings(capfd):

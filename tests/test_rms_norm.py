@@ -49,10 +49,11 @@ def test_matches_oracle(engine, shapes, pair, epsilon, rng, request):
 
 
 @pytest.mark.parametrize("epsilon", [1e-5, 0.5])
-def test_epsilon_attribute(epsilon, rng):
+@pytest.mark.parametrize("engine", ["native", *(on(e) for e in ENGINES)])
+def test_epsilon_attribute(engine, epsilon, rng):
     x = (0.01 * rng.standard_normal((6, 40))).astype(np.float32)  # small enough for epsilon to matter
     gamma = rng.standard_normal(40).astype(np.float32)
-    y, rstd = run("native", "RmsNorm", {"x": x, "gamma": gamma}, {"epsilon": epsilon})
+    y, rstd = run(engine, "RmsNorm", {"x": x, "gamma": gamma}, {"epsilon": epsilon})
     y_ref, rstd_ref = rms_norm_oracle(x, gamma, epsilon)
     assert_close(y, y_ref, TOL[F32])
     assert_close(rstd, rstd_ref, TOL[F32])

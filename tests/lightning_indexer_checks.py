@@ -30,6 +30,17 @@ EDGES = [
     ("TND", 0, {"lengths_q": (0,), "lengths_k": (0,)}),
 ]
 
+# Sizes the vendor takes (D = 128), small enough for the emulator's plain loops.
+ACLNN_SIZES = {"d": 128, "n1": 4, "k": 4, "s1": 5, "s2": 9, "lengths_q": (3, 7), "lengths_k": (4, 9)}
+
+
+def aclnn_inputs(rng, layout, mode, t, **sizes):
+    """LightningIndexerGrad inputs the aclnn kernels take: int32 indices and lengths, every
+    counted slot holding a key (aclnnLightningIndexerGrad cannot skip one)."""
+    return lightning_indexer_grad_inputs(
+        rng, layout, mode, t, np.int32, lengths_dtype=np.int32, skip_fraction=0, **(ACLNN_SIZES | sizes)
+    )
+
 
 def forward_inputs(inputs):
     """The LightningIndexer inputs among LightningIndexerGrad's."""

@@ -3,10 +3,9 @@ before the vendor is called (the oracle test of every engine is in test_lightnin
 
 import pytest
 from aclnn_checks import assert_refused
-from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
 from engines import run
-from lightning_indexer_checks import forward_inputs
+from lightning_indexer_checks import aclnn_inputs, forward_inputs
 from oracles import F16, F32
 
 OP = "LightningIndexer"

@@ -8,26 +8,17 @@ import pytest
 from aclnn_checks import assert_refused, host_waits
 
 from engines import run
-from lightning_indexer_checks import MODES
+from lightning_indexer_checks import MODES, aclnn_inputs
 from oracles import (
     BF16,
     F16,
     F32,
     TOL,
     assert_close,
-    lightning_indexer_grad_inputs,
     lightning_indexer_grad_oracle,
 )
 
 OP = "LightningIndexerGrad"
-# Sizes the vendor takes (D = 128), small enough for the emulator's plain loops.
-SIZES = {"d": 128, "n1": 4, "k": 4, "s1": 5, "s2": 9, "lengths_q": (3, 7), "lengths_k": (4, 9)}
-
-
-def aclnn_inputs(rng, layout, mode, t, **sizes):
-    return lightning_indexer_grad_inputs(
-        rng, layout, mode, t, np.int32, lengths_dtype=np.int32, skip_fraction=0, **(SIZES | sizes)
-    )
 
 
 def attrs_of(inputs, layout, mode):

@@ -4,11 +4,10 @@ layouts, sparse modes and dtypes, ties and edges; the native kernel's blocks and
 import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
-from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
 from engines import ENGINES, on, run
 from harness import bits
-from lightning_indexer_checks import EDGES, MODES, check_forward, forward_inputs
+from lightning_indexer_checks import EDGES, MODES, aclnn_inputs, check_forward, forward_inputs
 from oracles import BF16, F16, F32, lightning_indexer_grad_inputs
 
 

@@ -5,12 +5,18 @@ indices and lengths, and determinism across threads."""
 import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
-from test_aclnn_lightning_indexer_grad import aclnn_inputs
 
 from cases import raw_outputs
 from engines import ENGINES, on, run
 from harness import bits
-from lightning_indexer_checks import EDGES, GRAD_TYPES, MODES, check_finite_differences, check_grad
+from lightning_indexer_checks import (
+    EDGES,
+    GRAD_TYPES,
+    MODES,
+    aclnn_inputs,
+    check_finite_differences,
+    check_grad,
+)
 from oracles import BF16, F16, F32, TOL, assert_close, lightning_indexer_grad_inputs
 
 ALL_TYPES = [(t, i) for t in (F32, F16, BF16) for i in (np.int32, np.int64)]

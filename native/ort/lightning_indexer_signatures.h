@@ -22,11 +22,11 @@ struct LightningIndexerShape {
 
 class LightningIndexerChecks {
  public:
-  // Op's schema (schema::LightningIndexer or schema::LightningIndexerGrad) holds the choices.
-  template <class Op>
-  LightningIndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode, Op)
-      : op_(op), layout_(layout), error_(choice_error("layout", layout, Op::kLayoutChoices)) {
-    if (ok()) error_ = choice_error("sparse_mode", sparse_mode, Op::kSparseModeChoices);
+  // Schema (schema::LightningIndexer or schema::LightningIndexerGrad) holds the choices.
+  template <class Schema>
+  LightningIndexerChecks(const char* op, const std::string& layout, int64_t sparse_mode, Schema)
+      : op_(op), layout_(layout), error_(choice_error("layout", layout, Schema::kLayoutChoices)) {
+    if (ok()) error_ = choice_error("sparse_mode", sparse_mode, Schema::kSparseModeChoices);
   }
 
   bool tnd() const { return layout_ == "TND"; }

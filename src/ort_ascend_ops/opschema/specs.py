@@ -191,10 +191,15 @@ def load_op_specs() -> dict[str, OpSpec]:
 _T = TypeVar("_T")
 
 
+def _attribute(op_name: str, attribute: str) -> Attribute:
+    (a,) = (a for a in specs()[op_name].attributes if a.name == attribute)
+    return a
+
+
 def default(op_name: str, attribute: str, kind: type[_T]) -> _T:
     """The default of ``op_name``'s ``attribute`` in its spec, as ``kind``; the one place every
     layer takes it from (the reference functions' signatures, the gradient rules)."""
-    (a,) = (a for a in specs()[op_name].attributes if a.name == attribute)
+    a = _attribute(op_name, attribute)
     value = None if a.default is None else a.coerce(a.default)
     if not isinstance(value, kind):
         raise TypeError(f"{op_name}.{attribute} has no default of type {kind.__name__}")
@@ -205,7 +210,7 @@ def choices(op_name: str, attribute: str) -> list:
     """The only values ``op_name``'s ``attribute`` may take, as its spec lists them; with
     ``choice_rule``, the one place the reference functions take them from (the native glue's are
     generated from the same TOML)."""
-    (a,) = (a for a in specs()[op_name].attributes if a.name == attribute)
+    a = _attribute(op_name, attribute)
     if not a.choices:
         raise ValueError(f"{op_name}.{attribute} lists no choices")
     return [a.coerce(c) for c in a.choices]

@@ -16,28 +16,20 @@ SPARSE_MODE_RULE = choice_rule("LightningIndexer", "sparse_mode")
 
 
 @script(opset=ascend, default_opset=op)
-def IsLayout(name, layout: str):
-    """Whether the string attribute ``layout`` is the string scalar ``name`` (ONNX compares
-    strings only from opset 19 on: two equal strings are one Unique value)."""
-    both = op.Concat(
-        op.Reshape(name, op.Constant(value_ints=[1])),
-        op.Reshape(op.Constant(value_string=layout), op.Constant(value_ints=[1])),
-        axis=0,
-    )
-    distinct, _, _, _ = op.Unique(both)
-    return op.Equal(op.Size(distinct), op.Constant(value_int=1))
+def IsLayout(names, layout: str):
+    """Whether the string attribute ``layout`` is one of the 1-D strings ``names`` (ONNX compares
+    strings only from opset 19 on: a string already among them adds no distinct Unique value)."""
+    given = op.Reshape(op.Constant(value_string=layout), op.Constant(value_ints=[1]))
+    distinct, _, _, _ = op.Unique(op.Concat(names, given, axis=0))
+    return op.Equal(op.Size(distinct), op.Size(names))
 
 
 @script(opset=ascend, default_opset=op)
 def IndexerRules(query, key, weights, layout: str, sparse_mode: int):
     """query's and key's shapes, once the attributes and the types and shapes of query, key and
     weights are checked against the contract."""
-    tnd = IsLayout(op.Constant(value_string="TND"), layout=layout)
-    # One of LAYOUTS when adding it to them adds no distinct string (see IsLayout).
-    layouts = op.Constant(value_strings=LAYOUTS)
-    given = op.Reshape(op.Constant(value_string=layout), op.Constant(value_ints=[1]))
-    distinct, _, _, _ = op.Unique(op.Concat(layouts, given, axis=0))
-    known_layout = op.Equal(op.Size(distinct), op.Size(layouts))
+    tnd = IsLayout(op.Constant(value_strings=["TND"]), layout=layout)
+    known_layout = IsLayout(op.Constant(value_strings=LAYOUTS), layout=layout)
     known_mode = AnyOf(op.Equal(op.Constant(value_ints=SPARSE_MODES), op.Constant(value_int=sparse_mode)))
     _ = SameType(key, query, rule="input 'key' must have query's element type")
     _ = SameType(weights, query, rule="input 'weights' must have query's element type")
@@ -136,7 +128,7 @@ def ShapeEnds(q_shape, k_shape):
 @script(opset=ascend, default_opset=op)
 def LayoutInputs(q_shape, has_query_lengths, has_key_lengths, layout: str):
     """q_shape, once the layout is checked against which actual_seq_lengths inputs are present."""
-    tnd = IsLayout(op.Constant(value_string="TND"), layout=layout)
+    tnd = IsLayout(op.Constant(value_strings=["TND"]), layout=layout)
     both = op.And(has_query_lengths, has_key_lengths)
     neither = op.Not(op.Or(has_query_lengths, has_key_lengths))
     q_shape = Check(

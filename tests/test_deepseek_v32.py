@@ -22,7 +22,7 @@ from ort_ascend_ops.fusion import fold_constants
 from ort_ascend_ops.training import INDEXER_LOSS, GradientError, build_training_model, indexer_warmup
 from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
 from ort_ascend_ops.training.artifacts import generate_artifacts
-from ort_ascend_ops.training.export import parameter_names
+from ort_ascend_ops.export import parameter_names
 from ort_ascend_ops.training.optim import AdamW
 
 FIXTURES = Path(__file__).parents[1] / "models" / "hf"

@@ -17,11 +17,11 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from ..autodiff import grad_name
 from ..opschema import elem_type
 from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, session_options
 from .artifacts import pruned
 from .checkpoint import Contents, check_property, read, write
-from .graph import grad_name
 from .optim import LEARNING_RATE, STEP, from_metadata, state_name, updated
 
 

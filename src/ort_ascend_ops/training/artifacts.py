@@ -14,11 +14,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..autodiff import GradientError, build_training_model, depends_on
+from ..export import parameter_names
 from ..fusion import fuse as fuse_patterns
-from .autodiff import build_training_model
 from .checkpoint import Contents, write
-from .export import parameter_names
-from .graph import GradientError, depends_on
 from .optim import SGD, AdamW, optimizer_model
 
 # The files generate_artifacts writes, by the key it returns them under.

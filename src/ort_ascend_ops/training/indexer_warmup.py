@@ -19,12 +19,12 @@ import onnx.inliner
 from onnx import TensorProto, helper
 from onnxscript import script
 
+from ..autodiff import GradientError, depends_on, node_label
 from ..domain import DOMAIN
+from ..export import PARAMETERS
 from ..fusion import fold_constants, fuse
 from ..reference._opset import op
 from .artifacts import pruned, split_parameters
-from .export import PARAMETERS
-from .graph import GradientError, depends_on, node_label
 
 INDEXER_LOSS = "indexer_loss"
 # Finite, so that exp underflows to exactly 0 on the masked slots and nothing computes 0 * inf.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 import onnx
 from onnx import TensorProto, helper
 
-from .graph import grad_name
+from ..autodiff import grad_name
 
 _OPSET = 18
 # ONNX value names of the optimizer model; the training API binds by them.

@@ -10,11 +10,11 @@ import onnx.inliner
 from onnx import helper
 
 from ..domain import DOMAIN, VERSION
+from ..export import padding_rows
 from ..fusion import fold_constants
 from ..fusion import fuse as fuse_patterns
 from ..opschema import register_schemas
 from ..reference import attach_functions
-from .export import padding_rows
 from .graph import Backward, GradientError, depends_on, grad_name
 from .rules import RULES
 from .rules.loss import split_softmax_cross_entropy

@@ -197,6 +197,87 @@ def test_near_miss_rotations_are_left_alone(function, width, rng):
     np.testing.assert_allclose(run(fused, inputs)[0], run(model, inputs)[0], rtol=1e-6)
 
 
+# cat(a * c - b * s, b * c + a * s) with half-width tables [1, 1, S, D/2]: a, b the halves of x
+# (GPT-OSS, by Split or by Slice: mode 0) or its even and odd elements (DeepSeek-V3's MLA: mode 3).
+@script()
+def split_halves(x: FLOAT[B, N, S, D], c: FLOAT[1, 1, S, HALF], s: FLOAT[1, 1, S, HALF]) -> FLOAT[B, N, S, D]:
+    a, b = op.Split(x, axis=-1, num_outputs=2)
+    return op.Concat(op.Sub(op.Mul(a, c), op.Mul(b, s)), op.Add(op.Mul(b, c), op.Mul(a, s)), axis=-1)
+
+
+@script()
+def sliced_halves(
+    x: FLOAT[B, N, S, D], c: FLOAT[1, 1, S, HALF], s: FLOAT[1, 1, S, HALF]
+) -> FLOAT[B, N, S, D]:
+    a = op.Slice(x, START, MIDDLE, LAST, ONE)
+    b = op.Slice(x, MIDDLE, END, LAST, ONE)
+    return op.Concat(op.Sub(op.Mul(a, c), op.Mul(b, s)), op.Add(op.Mul(c, b), op.Mul(a, s)), axis=-1)
+
+
+@script()
+def interleaved_halves(
+    x: FLOAT[B, N, S, D], c: FLOAT[1, 1, S, HALF], s: FLOAT[1, 1, S, HALF]
+) -> FLOAT[B, N, S, D]:
+    a = op.Slice(x, START, END, LAST, TWO)
+    b = op.Slice(x, ODD, END, LAST, TWO)
+    return op.Concat(op.Sub(op.Mul(a, c), op.Mul(b, s)), op.Add(op.Mul(b, c), op.Mul(a, s)), axis=-1)
+
+
+@script()
+def interleaved_halves_wrong_sign(
+    x: FLOAT[B, N, S, D], c: FLOAT[1, 1, S, HALF], s: FLOAT[1, 1, S, HALF]
+) -> FLOAT[B, N, S, D]:
+    a = op.Slice(x, START, END, LAST, TWO)
+    b = op.Slice(x, ODD, END, LAST, TWO)
+    return op.Concat(op.Sub(op.Mul(a, c), op.Mul(b, s)), op.Sub(op.Mul(b, c), op.Mul(a, s)), axis=-1)
+
+
+@script()
+def strided_halves_mixed(
+    x: FLOAT[B, N, S, D], c: FLOAT[1, 1, S, HALF], s: FLOAT[1, 1, S, HALF]
+) -> FLOAT[B, N, S, D]:
+    a = op.Slice(x, START, MIDDLE, LAST, ONE)  # a contiguous half with the odd elements
+    b = op.Slice(x, ODD, END, LAST, TWO)
+    return op.Concat(op.Sub(op.Mul(a, c), op.Mul(b, s)), op.Add(op.Mul(b, c), op.Mul(a, s)), axis=-1)
+
+
+def _half_table_inputs(rng):
+    angles = rng.uniform(-3, 3, (1, 1, S, HALF))
+    x = rng.standard_normal((B, N, S, D)).astype(np.float32)
+    return {"x": x, "c": np.cos(angles).astype(np.float32), "s": np.sin(angles).astype(np.float32)}
+
+
+@pytest.mark.parametrize(
+    "function, mode",
+    [(split_halves, 0), (sliced_halves, 0), (interleaved_halves, 3)],
+    ids=["split", "sliced", "interleaved"],
+)
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_rotations_of_halves_become_our_op(function, mode, native, rng):
+    model = function.to_model_proto()
+    fused = fuse(model)
+    assert ours(fused) == {"RotaryPositionEmbedding": 1}
+    (node,) = [n for n in fused.graph.node if n.domain == "ort_ascend_ops"]
+    assert node.attribute[0].i == mode
+    inputs = _half_table_inputs(rng)
+    (out,) = run(fused, inputs, native)
+    cos, sin = (np.concatenate([inputs[k]] * 2, axis=-1).astype(np.float64) for k in ("c", "s"))
+    ref = rope_oracle(inputs["x"].astype(np.float64), cos, sin, mode)
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-6
+    np.testing.assert_allclose(out, run(model, inputs)[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "function", [interleaved_halves_wrong_sign, strided_halves_mixed], ids=["wrong_sign", "mixed_halves"]
+)
+def test_near_miss_rotations_of_halves_are_left_alone(function, rng):
+    model = function.to_model_proto()
+    fused = fuse(model)
+    assert not ours(fused)
+    inputs = _half_table_inputs(rng)
+    np.testing.assert_allclose(run(fused, inputs)[0], run(model, inputs)[0], rtol=1e-6)
+
+
 # The standard RotaryEmbedding-23: half-width caches.
 @script()
 def standard_rope(x: FLOAT[B, N, S, D], cos: FLOAT[1, S, HALF], sin: FLOAT[1, S, HALF]) -> FLOAT[B, N, S, D]:

@@ -32,12 +32,21 @@ NATIVE_SHAPES = SHAPES + [
     ((300, 1024), (1024,)),  # more rows than blocks
     ((1, 1, 3), (3,)),
 ]
+# q/k norms (Gemma 3, Qwen 3, OLMo 2): rows of one head's dimension, [B, S, N, head_dim], many
+# rows per gamma, so dgamma sums thousands of rows.
+QK_NORM_SHAPES = [((2, 64, 8, 256), (256,)), ((4, 128, 16, 64), (64,))]
 CASES = [  # (engine, shapes, pair)
     *(on("native", s, p, id=f"{s}-{pair_id(p)}") for s in NATIVE_SHAPES for p in PAIRS),
     *(
         on(engine, s, p, id=f"{s}-{pair_id(p)}")
         for engine in ["aclnn", *ENGINES]
         for s in SHAPES
+        for p in PAIRS
+    ),
+    *(
+        on(engine, s, p, id=f"{s}-{pair_id(p)}")
+        for engine in ["native", "aclnn", "ort"]
+        for s in QK_NORM_SHAPES
         for p in PAIRS
     ),
 ]

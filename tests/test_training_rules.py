@@ -101,6 +101,7 @@ CASES = [
         1,
     ),
     ("identity", "Identity", {"a": _normal((2, 3))}, {}, {}, 1),
+    ("dropout-inference", "Dropout", {"a": _normal((2, 3))}, {"ratio": np.array(0.5)}, {}, 1),
     ("softmax", "Softmax", {"a": _normal((2, 3, 4))}, {}, {}, 1),
     ("softmax-axis-1", "Softmax", {"a": _normal((2, 3, 4))}, {}, {"axis": 1}, 1),
     ("log-softmax", "LogSoftmax", {"a": _normal((3, 5))}, {}, {"axis": 0}, 1),
@@ -258,6 +259,58 @@ CASES = [
         {"axis": -1},
         1,
     ),
+    ("cum-sum", "CumSum", {"a": _normal((3, 4))}, {"axis": np.array(1)}, {}, 1),
+    (
+        "cum-sum-exclusive-reverse",
+        "CumSum",
+        {"a": _normal((4, 2))},
+        {"axis": np.array(-2)},
+        {"exclusive": 1, "reverse": 1},
+        1,
+    ),
+    ("trilu-lower", "Trilu", {"a": _normal((2, 3, 4))}, {"k": np.array(1)}, {"upper": 0}, 1),
+    ("trilu-upper", "Trilu", {"a": _normal((4, 3))}, {}, {}, 1),
+    ("top-k", "TopK", {"a": _normal((3, 5))}, {"k": np.array([2])}, {"axis": 1}, 1),
+    (
+        "top-k-smallest-axis-0",
+        "TopK",
+        {"a": _normal((4, 3))},
+        {"k": np.array([3])},
+        {"axis": 0, "largest": 0},
+        1,
+    ),
+    (
+        "gather-nd",  # the first index tuple twice: its slice's gradient adds up
+        "GatherND",
+        {"a": _normal((3, 4, 2))},
+        {"indices": np.array([[0, 1], [2, -1], [0, 1]])},
+        {},
+        1,
+    ),
+    (
+        "scatter-elements",
+        "ScatterElements",
+        {"a": _normal((3, 4)), "b": _normal((2, 4))},
+        {"indices": np.array([[0, 1, 2, 0], [2, 0, -2, 1]])},
+        {"axis": 0},
+        1,
+    ),
+    (
+        "scatter-elements-add",  # an element written twice
+        "ScatterElements",
+        {"a": _normal((2, 5)), "b": _normal((2, 3))},
+        {"indices": np.array([[4, 4, 0], [1, 3, 2]])},
+        {"axis": 1, "reduction": "add"},
+        1,
+    ),
+    (
+        "one-hot-values",
+        "OneHot",
+        {"values": _normal((2,))},
+        {"indices": np.array([[0, 3], [1, -1]]), "depth": np.array(4)},
+        {"axis": 1},
+        1,
+    ),
     ("sce-mean", SCE, {"a": _normal((4, 3))}, {"labels": np.array([0, 2, 1, 2])}, {}, 1),
     (
         "sce-mean-weights-ignore",
@@ -324,11 +377,13 @@ INPUT_ORDER = {
     "Clip": ["a", "min", "max"],
     "Pad": ["a", "pads", "value", "axes"],
     "ScatterND": ["a", "indices", "b"],
+    "ScatterElements": ["a", "indices", "b"],
+    "OneHot": ["indices", "depth", "values"],
     SCE: ["a", "labels", "weights"],
     NLL: ["a", "labels", "weights"],
 }
 # ONNX Runtime's CPU has no float64 kernel for these: their float64 models run on onnx.reference.
-NO_FLOAT64_KERNEL = {"Erf", "Gelu", "Softplus"}
+NO_FLOAT64_KERNEL = {"Erf", "Gelu", "Softplus", "OneHot"}
 
 
 def node_inputs(op, inputs, constants):
@@ -390,14 +445,20 @@ def single_op_model(op, inputs, constants, attrs, outputs, output_shapes):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
 
 
+# The element type of each output of the ops with more than the outputs a case differentiates.
+NODE_OUTPUTS = {"Split": [F64, F64], "TopK": [F64, TensorProto.INT64]}
+
+
 def output_shapes(op, inputs, constants, attrs, outputs):
-    count = 2 if op == "Split" else outputs
-    node = helper.make_node(op, node_inputs(op, inputs, constants), [f"y{i}" for i in range(count)], **attrs)
+    types = NODE_OUTPUTS.get(op, [F64] * outputs)
+    node = helper.make_node(
+        op, node_inputs(op, inputs, constants), [f"y{i}" for i in range(len(types))], **attrs
+    )
     graph = helper.make_graph(
         [node],
         op,
         [helper.make_tensor_value_info(n, F64, a.shape) for n, a in inputs.items()],
-        [helper.make_tensor_value_info(f"y{i}", F64, None) for i in range(count)],
+        [helper.make_tensor_value_info(f"y{i}", t, None) for i, t in enumerate(types)],
         [initializer(n, v) for n, v in constants.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
@@ -785,3 +846,123 @@ def test_result_passes_checker_and_strict_inference():
     outputs = {o.name: o.type.tensor_type for o in inferred.graph.output}
     assert [d.dim_value for d in outputs["w1_grad"].shape.dim] == [4, 6]
     assert outputs["b1_grad"].elem_type == F64
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16], ids=["float64", "float32", "float16"])
+def test_a_padding_row_gets_nothing_from_its_lookups_and_the_rest_from_other_uses(dtype, rng):
+    # A tied embedding (nn.Embedding(padding_idx=2) whose weight is also the lm_head) as
+    # torch differentiates it: the lookup sends row 2 nothing, the lm_head's product sends it its
+    # share. Ids hold the padding row, a negative id (row 5) and repeats.
+    table, ids = rng.standard_normal((6, 4)), np.array([[2, 0, -1], [2, 2, 3]])
+    h, r_lookup, r_head = (
+        rng.standard_normal((2, 3, 4)),
+        rng.standard_normal((2, 3, 4)),
+        rng.standard_normal((2, 3, 6)),
+    )
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [
+        helper.make_node("Gather", ["w", "ids"], ["looked_up"]),
+        helper.make_node("Mul", ["looked_up", "r_lookup"], ["t0"]),
+        helper.make_node("Transpose", ["w"], ["w_t"]),
+        helper.make_node("MatMul", ["h", "w_t"], ["logits"]),
+        helper.make_node("Mul", ["logits", "r_head"], ["t1"]),
+        helper.make_node("ReduceSum", ["t0"], ["t0_sum"], keepdims=0),
+        helper.make_node("ReduceSum", ["t1"], ["t1_sum"], keepdims=0),
+        helper.make_node("Add", ["t0_sum", "t1_sum"], ["loss"]),
+    ]
+    values = {"w": table, "h": h, "r_lookup": r_lookup, "r_head": r_head}
+    graph = helper.make_graph(
+        nodes,
+        "tied",
+        [helper.make_tensor_value_info(n, elem, a.shape) for n, a in values.items()],
+        [helper.make_tensor_value_info("loss", elem, [])],
+        [numpy_helper.from_array(ids, "ids")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    model.metadata_props.add(key="ort_ascend_ops.padding_rows", value='{"w": 2}')
+    training = build_training_model(model, "loss", ["w"])
+    _, grad = make_session(training).run({n: a.astype(dtype) for n, a in values.items()})
+
+    lookups = np.zeros_like(table)
+    for (b, s), row in np.ndenumerate(ids % 6):
+        if row != 2:
+            lookups[row] += r_lookup[b, s]
+    expected = lookups + np.einsum("bsv,bsd->vd", r_head, h)
+    tolerance = {np.float64: 1e-12, np.float32: 1e-6, np.float16: 2e-3}[dtype]
+    assert np.linalg.norm(grad - expected) <= tolerance * np.linalg.norm(expected)
+    # The padding row alone: the lm_head's share, which a whole-table error could hide.
+    head_share = np.einsum("bsv,bsd->vd", r_head, h)[2]
+    assert np.linalg.norm(grad[2] - head_share) <= tolerance * np.linalg.norm(head_share)
+
+
+@pytest.mark.parametrize("ratio", [0.25, None], ids=["ratio", "default-ratio"])
+def test_dropout_in_training_mode_drops_in_the_backward_what_the_forward_dropped(ratio, rng):
+    # y = Dropout(x) * r summed: dx = r / (1 - ratio) where the forward kept x, 0 where it dropped
+    # it, so loss == sum(x * dx) holds only with the forward's own mask.
+    x, r = rng.standard_normal((64, 32)), rng.standard_normal((64, 32))
+    constants = [numpy_helper.from_array(np.array(True), "training")]
+    inputs = ["x", "", "training"]
+    if ratio is not None:
+        constants.append(numpy_helper.from_array(np.array(ratio), "ratio"))
+        inputs[1] = "ratio"
+    nodes = [
+        helper.make_node("Dropout", inputs, ["y"], seed=3),
+        helper.make_node("Mul", ["y", "r"], ["t"]),
+        helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dropout",
+        [helper.make_tensor_value_info(n, F64, (64, 32)) for n in ("x", "r")],
+        [helper.make_tensor_value_info("loss", F64, [])],
+        constants,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    loss, dx = make_session(build_training_model(model, "loss", ["x"])).run({"x": x, "r": r})
+    scale = 1 / (1 - (0.5 if ratio is None else ratio))
+    kept = dx != 0
+    np.testing.assert_allclose(dx[kept], scale * r[kept], rtol=1e-15)
+    assert 0.3 < kept.mean() < 0.95  # some dropped, some kept
+    np.testing.assert_allclose(loss, np.sum(x * dx), rtol=1e-12)
+
+
+def test_dropout_in_inference_mode_passes_the_gradient_through(rng):
+    x, r = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    nodes = [
+        helper.make_node("Dropout", ["x"], ["y"]),
+        helper.make_node("Mul", ["y", "r"], ["t"]),
+        helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dropout",
+        [helper.make_tensor_value_info(n, F64, (3, 4)) for n in ("x", "r")],
+        [helper.make_tensor_value_info("loss", F64, [])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    _, dx = make_session(build_training_model(model, "loss", ["x"])).run({"x": x, "r": r})
+    np.testing.assert_array_equal(dx, r)
+
+
+def test_a_one_element_parameter_is_not_folded_away(rng):
+    # Softplus(a) of a one-element initializer a is computable from constants alone; a learned
+    # scalar (xIELU's alpha) must still stay in the graph and get its gradient.
+    x, r, a = rng.standard_normal(3), rng.standard_normal(3), np.array([0.3])
+    nodes = [
+        helper.make_node("Softplus", ["a"], ["s"]),
+        helper.make_node("Mul", ["s", "x"], ["y"]),
+        helper.make_node("Mul", ["y", "r"], ["t"]),
+        helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "scalar",
+        [helper.make_tensor_value_info(n, F64, (3,)) for n in ("x", "r")],
+        [helper.make_tensor_value_info("loss", F64, [])],
+        [numpy_helper.from_array(a, "a")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    for fuse in (True, False):
+        training = build_training_model(model, "loss", ["a"], fuse=fuse)
+        (_, grad) = session(training).run({"x": x, "r": r})
+        np.testing.assert_allclose(grad, [np.sum(x * r) / (1 + np.exp(-a[0]))], rtol=1e-12)

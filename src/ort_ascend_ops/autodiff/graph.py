@@ -59,10 +59,11 @@ def node_label(node: onnx.NodeProto) -> str:
 class Backward:
     """Nodes appended to a training graph. ``model`` is the shape-inferred forward model (its
     nodes may be rewritten by rules, e.g. to expose a saved value); ``needs`` holds the values
-    whose gradient is wanted."""
+    whose gradient is wanted; ``padding_rows`` the embedding tables' padding rows by table."""
 
-    def __init__(self, model: onnx.ModelProto, needs: set[str]):
+    def __init__(self, model: onnx.ModelProto, needs: set[str], padding_rows: dict[str, int] | None = None):
         self.model = model
+        self._padding_rows = padding_rows or {}
         graph = model.graph
         self._types = {v.name: v.type for v in [*graph.input, *graph.value_info, *graph.output]}
         self._constants = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
@@ -85,6 +86,11 @@ class Backward:
     def needs(self, name: str) -> bool:
         """Whether the gradient of ``name`` is wanted (it lies on a path from ``wrt`` to the loss)."""
         return name in self._needs
+
+    def padding_row(self, table: str) -> int | None:
+        """The row of an embedding table (``nn.Embedding``'s ``padding_idx``) that its lookups
+        leave without gradient, as export_torch recorded it; None for any other value."""
+        return self._padding_rows.get(table)
 
     def value_type(self, name: str) -> onnx.TypeProto:
         return self._types[name]

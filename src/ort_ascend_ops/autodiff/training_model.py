@@ -36,16 +36,16 @@ def _inferred(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
 
 
-def _prepared(model: onnx.ModelProto, fuse: bool) -> onnx.ModelProto:
-    """A copy, fused (or only constant-folded), carrying the reference functions (both passes
-    attach them) and our domain, shape-inferred."""
+def _prepared(model: onnx.ModelProto, fuse: bool, wrt: Sequence[str]) -> onnx.ModelProto:
+    """A copy, fused (or only constant-folded, ``wrt`` kept), carrying the reference functions
+    (both passes attach them) and our domain, shape-inferred."""
     register_schemas()
     if _default_opset(model) < _MIN_OPSET:
         raise GradientError(
             f"the model imports opset {_default_opset(model)}; the gradient rules need opset {_MIN_OPSET} "
             "or newer (onnx.version_converter.convert_version can update it)"
         )
-    model = fuse_patterns(model) if fuse else fold_constants(model)
+    model = fuse_patterns(model, keep=wrt) if fuse else fold_constants(model, keep=wrt)
     split_softmax_cross_entropy(model.graph)
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid(DOMAIN, VERSION))
@@ -108,8 +108,8 @@ def build_training_model(
     (``ort_ascend_ops.fuse``), whose grad ops then differentiate them; without it constants are still folded. It carries the
     reference functions, so it runs on stock ONNX Runtime; with the native library registered
     the grad nodes run natively."""
-    frozen_rows = padding_rows(model)
-    model = _prepared(model, fuse)
+    padding = padding_rows(model)
+    model = _prepared(model, fuse, wrt)
     graph = model.graph
     declared = {v.name: v for v in [*graph.input, *graph.output, *graph.value_info]}
     initializers = {i.name for i in graph.initializer}
@@ -133,7 +133,7 @@ def build_training_model(
             first.setdefault(f"{n.domain or 'ai.onnx'}::{n.op_type}", n.name or n.output[0])
         listed = ", ".join(f"{op} (node '{name}')" for op, name in first.items())
         raise GradientError(f"no gradient rule for {listed}, on the path from {list(wrt)} to '{loss}'")
-    back = Backward(model, on_path)
+    back = Backward(model, on_path, padding)
     back.reserve(grad_name(name) for name in wrt)
     for name in wrt:
         if back.elem_type(name) not in _FLOAT_TYPES:
@@ -158,8 +158,6 @@ def build_training_model(
     outputs = [declared[loss]]
     for name in wrt:
         source = back.total(grads[name], name) if name in grads else back.zeros_like(name)
-        if name in frozen_rows:
-            source = _without_row(back, source, name, frozen_rows[name])
         back.nodes.append(helper.make_node("Identity", [source], [grad_name(name)]))
         outputs.append(helper.make_value_info(grad_name(name), back.value_type(name)))
 
@@ -181,12 +179,3 @@ def build_training_model(
     attach_functions(trained)
     onnx.checker.check_model(trained)
     return onnx.shape_inference.infer_shapes(trained, strict_mode=True)
-
-
-def _without_row(back: Backward, grad: str, name: str, row: int) -> str:
-    """The gradient with one row zeroed, as torch leaves an embedding's padding row."""
-    rows = back.ranked_shape(name)[0]
-    if rows is None:
-        raise GradientError(f"'{name}' has no static row count to freeze a row of")
-    keep = [[0.0] if r == row else [1.0] for r in range(rows)]
-    return back.op("Mul", grad, back.const(keep, back.elem_type(name), hint=f"{name}_rows"), hint=name)

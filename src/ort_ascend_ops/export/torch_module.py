@@ -8,6 +8,9 @@ from collections.abc import Mapping
 
 import onnx
 
+from .experts import grouped_experts, translations, without_split_counts
+from .patches import exportable
+
 
 def _torch():
     try:
@@ -67,20 +70,23 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     signature = inspect.Signature([inspect.Parameter(n, kind) for n in ["self", *given]])
     Outputs.forward.__signature__ = signature  # type: ignore[attr-defined]
 
-    with torch.no_grad():
-        names = list(_named_tensors(module(*positional, **kwargs)))
-    exported = torch.onnx.export(
-        Outputs(),
-        positional,
-        kwargs=kwargs,
-        dynamo=True,
-        optimize=False,
-        opset_version=opset,
-        dynamic_shapes=dynamic_shapes,
-        output_names=names,
-        verbose=False,
-    )
+    with grouped_experts(module), exportable():
+        with torch.no_grad():
+            names = list(_named_tensors(module(*positional, **kwargs)))
+        exported = torch.onnx.export(
+            Outputs(),
+            positional,
+            kwargs=kwargs,
+            dynamo=True,
+            optimize=False,
+            opset_version=opset,
+            dynamic_shapes=dynamic_shapes,
+            output_names=names,
+            custom_translation_table=translations(),
+            verbose=False,
+        )
     model = exported.model_proto
+    without_split_counts(model.graph)
     _rename(model.graph, _parameter_names(model.graph, module))
     _check_parameters(model, module)
     _record_padding_rows(model, module)
@@ -105,8 +111,9 @@ def parameter_names(model: onnx.ModelProto) -> list[str] | None:
     return None if recorded is None else json.loads(recorded)
 
 
-# An nn.Embedding's padding_idx: its row of the weight gets no gradient in torch. ONNX's Gather
-# has no such notion, so the export records the rows and build_training_model zeroes them.
+# An nn.Embedding's padding_idx: torch's embedding backward sends its row nothing from the lookup
+# (what other uses of the weight send it, a tied lm_head's, stays). ONNX's Gather has no such
+# notion, so the export records the rows and the Gather rule masks the lookups of them.
 PADDING_ROWS = "ort_ascend_ops.padding_rows"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Collection
 
 import onnx
 import onnx_ir as ir
@@ -13,6 +14,7 @@ from onnxscript.optimizer import fold_constants_ir
 from onnxscript.rewriter import pattern
 
 from ..domain import DOMAIN, VERSION
+from ..export import parameter_names
 from ..opschema import register_schemas
 from ..reference import attach_functions
 from .lightning_indexer import LIGHTNING_INDEXER_RULES
@@ -25,27 +27,38 @@ logger = logging.getLogger(__name__)
 _RULES = pattern.RewriteRuleSet([*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES], commute=True)
 
 
-def _is_parameter(value: ir.Value | None) -> bool:
-    """A floating-point initializer with more than one element: a weight (or a buffer such as
-    inv_freq, which folding gains nothing from either). Folding a node that reads one would bake
-    a transposed or cast copy into the graph, and the weight would no longer be trainable."""
+def _is_parameter(value: ir.Value | None, keep: Collection[str]) -> bool:
+    """An initializer named in ``keep`` (the parameters to train, however small: a learned scalar
+    too), or any floating-point initializer with more than one element: a weight (or a buffer
+    such as inv_freq, which folding gains nothing from either). Folding a node that reads one
+    would bake a transposed or cast copy into the graph, and the weight would no longer be
+    trainable."""
     if value is None or not value.is_initializer() or value.const_value is None:
         return False
+    if value.name in keep:
+        return True
     return value.dtype is not None and value.dtype.is_floating_point() and value.const_value.size > 1
 
 
-def _should_fold(node: ir.Node) -> bool | None:
-    if node.domain == DOMAIN or any(_is_parameter(v) for v in node.inputs):
-        return False
-    return None  # onnxscript's own limits decide
+def _kept(model: onnx.ModelProto, keep: Collection[str]) -> frozenset[str]:
+    """``keep`` and the trainable parameters export_torch recorded in the model."""
+    return frozenset(keep) | frozenset(parameter_names(model) or ())
 
 
 def _ours(model: onnx.ModelProto) -> collections.Counter:
     return collections.Counter(n.op_type for n in model.graph.node if n.domain == DOMAIN)
 
 
-def _folded(model: onnx.ModelProto) -> ir.Model:
-    """The model in onnxscript's IR, shapes inferred (the rules read them), constants folded."""
+def _folded(model: onnx.ModelProto, keep: Collection[str]) -> ir.Model:
+    """The model in onnxscript's IR, shapes inferred (the rules read them), constants folded but
+    for the nodes that read a parameter (``_is_parameter``)."""
+    kept = _kept(model, keep)
+
+    def should_fold(node: ir.Node) -> bool | None:
+        if node.domain == DOMAIN or any(_is_parameter(v, kept) for v in node.inputs):
+            return False
+        return None  # onnxscript's own limits decide
+
     register_schemas()
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)  # a copy: ours to edit
     # Without our reference functions, which attach_functions makes anew (onnx_ir 0.1 cannot
@@ -54,26 +67,28 @@ def _folded(model: onnx.ModelProto) -> ir.Model:
     del inferred.functions[:]
     inferred.functions.extend(others)
     ir_model = ir.serde.deserialize_model(inferred)
-    fold_constants_ir(ir_model, should_fold=_should_fold)
+    fold_constants_ir(ir_model, should_fold=should_fold)
     common_passes.RemoveUnusedNodesPass()(ir_model)
     return ir_model
 
 
-def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+def fold_constants(model: onnx.ModelProto, *, keep: Collection[str] = ()) -> onnx.ModelProto:
     """``model`` with every value computed from constants alone (shapes, axes, masks of a static
-    export) folded into a constant, every initializer that holds weights left as it is."""
-    return attach_functions(ir.serde.serialize_model(_folded(model)))
+    export) folded into a constant, every initializer that holds weights, and those named in
+    ``keep``, left as it is."""
+    return attach_functions(ir.serde.serialize_model(_folded(model, keep)))
 
 
-def fuse(model: onnx.ModelProto) -> onnx.ModelProto:
+def fuse(model: onnx.ModelProto, *, keep: Collection[str] = ()) -> onnx.ModelProto:
     """A copy of ``model`` with every RMSNorm (decomposed, or the standard ``RMSNormalization``)
     rewritten to ``RmsNorm`` and every rotary embedding (rotate-half or interleaved, or the
     standard ``RotaryEmbedding``) to ``RotaryPositionEmbedding``, and the DeepSeek-V3.2 indexer's
     scoring and top-k to ``LightningIndexer``, where the contract's layouts and broadcasts express
     it; constants folded first, weights kept as initializers. It carries the
-    reference functions of the ops it adds and logs how many of each it made."""
+    reference functions of the ops it adds and logs how many of each it made. ``keep``: initializers
+    to leave in the graph however small (fold_constants)."""
     before = _ours(model)
-    ir_model = _folded(model)
+    ir_model = _folded(model, keep)
     ir_model.opset_imports.setdefault(DOMAIN, VERSION)
     _RULES.apply_to_model(ir_model)
     common_passes.RemoveUnusedNodesPass()(ir_model)

@@ -15,7 +15,7 @@ from onnxscript.rewriter import pattern
 from ..domain import DOMAIN
 from .values import constant_list, dims, elem_type, is_last_axis, known_rank, same_dim
 
-HALF, INTERLEAVE = 0, 1  # our modes
+HALF, INTERLEAVE, INTERLEAVE_HALF = 0, 1, 3  # our modes
 
 
 def _slice_is(node: ir.Node, rank: int, length: int, start: int, end: int, step: int) -> bool:
@@ -39,9 +39,14 @@ def _slice_is(node: ir.Node, rank: int, length: int, start: int, end: int, step:
     return clamped(starts[0]) == start and clamped(ends[0]) == end
 
 
-def _tables_fit(x: ir.Value, cos: ir.Value, sin: ir.Value) -> str | None:
-    """Why cos and sin cannot be the op's tables for x, or None when they can."""
+def _tables_fit(x: ir.Value, cos: ir.Value, sin: ir.Value, *, half_width: bool = False) -> str | None:
+    """Why cos and sin cannot be the op's tables for x, or None when they can; ``half_width``:
+    tables of half x's last axis, which the rewrite widens (their last axis counts as x's)."""
     x_dims, cos_dims, sin_dims = dims(x), dims(cos), dims(sin)
+    if half_width and x_dims and cos_dims and sin_dims:
+        if not (same_dim(cos_dims[-1], x_dims[-1] // 2) and same_dim(sin_dims[-1], x_dims[-1] // 2)):
+            return "the tables are not half as wide as x"
+        cos_dims, sin_dims = ([*t[:-1], x_dims[-1]] for t in (cos_dims, sin_dims))
     if x_dims is None or cos_dims is None or sin_dims is None:
         return "unknown ranks"
     if len(x_dims) not in (3, 4) or len(cos_dims) != len(x_dims):
@@ -127,6 +132,74 @@ class RotateEveryTwoRope(_Rope):
         )
 
 
+class _HalvesRope(pattern.RewriteRuleClassBase):
+    """``cat(a * c - b * s, b * c + a * s)`` over the last axis, ``a`` and ``b`` the two halves of
+    x (contiguous: our mode 0, as GPT-OSS writes it) or its even and odd elements (mode 3, as
+    DeepSeek-V3's interleaved MLA rope writes it), ``c`` and ``s`` half-width tables: the op with
+    the tables widened to ``cat(c, c)`` and ``cat(s, s)``."""
+
+    def pattern(self, op, x, c, s):
+        a, b = self.halves(op, x)
+        first = op.Sub(op.Mul(a, c), op.Mul(b, s))
+        second = op.Add(op.Mul(b, c), op.Mul(a, s))
+        return op.Concat(first, second, _outputs=["out"])
+
+    def check(self, context, x, c, s, out, **bindings):
+        result = pattern.MatchResult()
+        shape = dims(x)
+        head = shape[-1] if shape else None
+        if not shape or not isinstance(head, int) or head % 2:
+            return result.fail("the head size is not a static even number")
+        if out.producer().attributes.get_int("axis") not in (-1, len(shape) - 1):
+            return result.fail("the halves are not joined along the last axis")
+        if not self.splits(shape, head, **bindings):
+            return result.fail("a and b are not the halves the mode rotates")
+        reason = _tables_fit(x, c, s, half_width=True)
+        return result.fail(reason) if reason else result
+
+    def rewrite(self, op, x, c, s, **_):
+        cos, sin = (op.Concat(t, t, axis=-1) for t in (c, s))
+        return op.RotaryPositionEmbedding(x, cos, sin, mode=self.mode, _domain=DOMAIN)
+
+
+class SlicedHalvesRope(_HalvesRope):
+    def __init__(self, name: str, *, mode: int):
+        super().__init__(name)
+        self.mode = mode
+
+    def halves(self, op, x):
+        return (
+            op.Slice(x, _allow_other_inputs=True, _outputs=["a"]),
+            op.Slice(x, _allow_other_inputs=True, _outputs=["b"]),
+        )
+
+    def splits(self, shape, head, a, b, **_):
+        rank = len(shape)
+        if self.mode == HALF:
+            return _slice_is(a.producer(), rank, head, 0, head // 2, 1) and _slice_is(
+                b.producer(), rank, head, head // 2, head, 1
+            )
+        return _slice_is(a.producer(), rank, head, 0, head, 2) and _slice_is(
+            b.producer(), rank, head, 1, head, 2
+        )
+
+
+class SplitHalvesRope(_HalvesRope):
+    """The halves as one Split (``torch.chunk(x, 2, -1)``)."""
+
+    mode = HALF
+
+    def halves(self, op, x):
+        return op.Split(x, _allow_other_inputs=True, _outputs=["a", "b"])
+
+    def splits(self, shape, head, a, **_):
+        node = a.producer()
+        if node.attributes.get_int("axis", 0) not in (-1, len(shape) - 1):
+            return False
+        sizes = constant_list(node.inputs[1]) if len(node.inputs) > 1 and node.inputs[1] is not None else None
+        return sizes == [head // 2] * 2 or (sizes is None and node.attributes.get_int("num_outputs", 0) == 2)
+
+
 class StandardRope(pattern.RewriteRuleClassBase):
     """RotaryEmbedding-23 (X, cos_cache, sin_cache[, position_ids]) of full rotation. Its caches
     hold D/2 values per position; our tables hold D, broadcast over the heads (and over the batch
@@ -180,4 +253,11 @@ def _full_width(op, half: ir.Value, interleaved: bool) -> ir.Value:
     return op.Reshape(op.Concat(pairs, pairs, axis=-1), op.Constant(value_ints=[0, 0, -1]))
 
 
-ROTARY_RULES = [RotateHalfRope.rule(), RotateEveryTwoRope.rule(), StandardRope.rule()]
+ROTARY_RULES = [
+    RotateHalfRope.rule(),
+    RotateEveryTwoRope.rule(),
+    SlicedHalvesRope.rule("HalvesRope", mode=HALF),
+    SlicedHalvesRope.rule("InterleavedHalvesRope", mode=INTERLEAVE_HALF),
+    SplitHalvesRope.rule(),
+    StandardRope.rule(),
+]

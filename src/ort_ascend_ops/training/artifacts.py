@@ -240,7 +240,7 @@ def generate_artifacts(
         raise GradientError("no parameter requires a gradient")
     with_loss, loss_name = _with_loss(source, loss, loss_output_name)
     _shapes_from_one_source(with_loss.graph)
-    forward = fuse_patterns(with_loss) if fuse else with_loss
+    forward = fuse_patterns(with_loss, keep=[*trainable, *frozen]) if fuse else with_loss
     initializers = _float_initializers(forward)
     parameters = [n for n in initializers if n in set(trainable) | set(frozen)]
     training = build_training_model(forward, loss_name, trainable, fuse=False)

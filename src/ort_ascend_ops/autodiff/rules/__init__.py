@@ -6,6 +6,7 @@ from ...domain import DOMAIN
 from ..graph import GradientRule
 from . import (
     elementwise,
+    index,
     lightning_indexer,
     linalg,
     loss,
@@ -56,7 +57,7 @@ RULES: dict[tuple[str, str], GradientRule] = {
     ("", "Concat"): shape.concat,
     ("", "Split"): shape.split,
     ("", "Slice"): shape.slice_,
-    ("", "Gather"): shape.gather,
+    ("", "Gather"): index.gather,
     # Standard ops of Hugging Face exports.
     ("", "Reciprocal"): elementwise.reciprocal,
     ("", "Abs"): elementwise.abs_,
@@ -73,7 +74,15 @@ RULES: dict[tuple[str, str], GradientRule] = {
     ("", "ReduceL2"): reduce.reduce_l2,
     ("", "Pad"): shape.pad,
     ("", "Tile"): shape.tile,
-    ("", "ScatterND"): shape.scatter_nd,
-    ("", "GatherElements"): shape.gather_elements,
+    ("", "ScatterND"): index.scatter_nd,
+    ("", "GatherElements"): index.gather_elements,
+    # Standard ops of mixture-of-experts routing and dispatch.
+    ("", "TopK"): index.top_k,
+    ("", "GatherND"): index.gather_nd,
+    ("", "ScatterElements"): index.scatter_elements,
+    ("", "OneHot"): index.one_hot,
+    ("", "Dropout"): elementwise.dropout,
+    ("", "CumSum"): reduce.cum_sum,
+    ("", "Trilu"): shape.trilu,
     ("", "NegativeLogLikelihoodLoss"): loss.negative_log_likelihood_loss,
 }

@@ -7,6 +7,7 @@ import math
 import onnx
 
 from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
+from .grad_nodes import forward_output
 
 
 def _binary(b: Backward, node: onnx.NodeProto, grad_a, grad_b):
@@ -214,3 +215,22 @@ def cast(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
 
 def identity(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     return [first_grad(grads)]
+
+
+def dropout(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    """Dropout(data, ratio, training_mode) -> output, mask. In training mode the gradient goes
+    where the forward's mask kept an element, scaled by 1 / (1 - ratio) as the output is: the mask
+    the forward drew, read back (so the backward drops exactly what the forward dropped); in
+    inference mode (no training_mode, or a constant false one) it is the identity."""
+    g, x = first_grad(grads), node.input[0]
+    ratio, training = (node.input[i] if len(node.input) > i and node.input[i] else None for i in (1, 2))
+    mode = None if training is None else b.constant(training)
+    if training is None or (mode is not None and not bool(mode.reshape(-1)[0])):
+        return [g] + [None] * (len(node.input) - 1)
+    mask = forward_output(b, node, 1, "mask")
+    kept = b.op(
+        "Sub",
+        b.scalar(1.0, x),
+        b.convert(ratio, b.elem_type(ratio), b.elem_type(x)) if ratio else b.scalar(0.5, x),
+    )
+    return [b.op("Where", mask, b.op("Div", g, kept), b.scalar(0.0, x))] + [None] * (len(node.input) - 1)

@@ -104,3 +104,10 @@ def reduce_l2(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     norm, zero = _kept(b, node, y), b.scalar(0.0, x)
     scale = b.op("Div", _kept(b, node, first_grad(grads)), norm)
     return [b.op("Mul", x, b.op("Where", b.op("Equal", norm, zero), zero, scale)), None]
+
+
+def cum_sum(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    # Each y[i] sums x[j] for j up to i (from i on, reversed): x[j] gets the g[i] of those i, the
+    # same sums the other way round.
+    reverse, exclusive = attribute(node, "reverse", 0), attribute(node, "exclusive", 0)
+    return [b.op("CumSum", first_grad(grads), node.input[1], exclusive=exclusive, reverse=1 - reverse), None]

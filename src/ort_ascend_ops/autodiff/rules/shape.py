@@ -1,14 +1,13 @@
-"""Rules for ops that move, select or repeat elements."""
+"""Rules for ops that move or repeat elements, and Slice."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from ..graph import Backward, GradientError, Grads, attribute, first_grad, node_label
+from .index import scatter_back
 
 _END = np.iinfo(np.int64).max  # a Slice end past every axis
 _WHOLE = 2**62  # a Slice end at least this large is past any axis a tensor can have
@@ -51,28 +50,13 @@ def split(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     return [b.op("Concat", *parts, axis=_axis(b, node))] + [None] * (len(node.input) - 1)
 
 
-def _scatter_back(b: Backward, x: str, g: str, select: Callable[[str], str], reduction: str) -> str:
-    """The gradient of an op that picks elements of x: each element's flat index goes through the
-    same selection, and g is scattered back (added, in float32 for half types, where an element
-    is picked twice)."""
-    elem, acc = b.elem_type(x), b.accumulation_type(x)
-    count = b.op("Size", x)
-    flat = b.op("Range", b.const(0), count, b.const(1))
-    picked = b.op("Reshape", select(b.op("Reshape", flat, b.shape_of(x))), b.const([-1]))
-    zero = helper.make_tensor("value", acc, [1], [0])
-    zeros = b.op("ConstantOfShape", b.op("Reshape", count, b.const([1])), value=zero)
-    updates = b.convert(b.op("Reshape", g, b.const([-1])), elem, acc)
-    scattered = b.op("ScatterElements", zeros, picked, updates, axis=0, reduction=reduction)
-    return b.op("Reshape", b.convert(scattered, acc, elem), b.shape_of(x), hint=x)
-
-
 def slice_(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     x, rest = node.input[0], list(node.input[1:])
     pads = _slice_pads(b, x, rest)
     if pads is not None:
         grad = b.op("Pad", first_grad(grads), b.const(pads), hint=x) if any(pads) else first_grad(grads)
     else:
-        grad = _scatter_back(b, x, first_grad(grads), lambda idx: b.op("Slice", idx, *rest), "none")
+        grad = scatter_back(b, x, first_grad(grads), lambda idx: b.op("Slice", idx, *rest), "none")
     return [grad] + [None] * len(rest)
 
 
@@ -100,52 +84,6 @@ def _slice_pads(b: Backward, x: str, rest: list[str]) -> list[int] | None:
         last = max(min(max(end + size if end < 0 else end, 0), size), first)
         before[axis], after[axis] = first, size - last
     return before + after
-
-
-def gather(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
-    x, indices = node.input
-    axis = attribute(node, "axis", 0)
-    if axis == 0:
-        return [_rows_back(b, x, indices, first_grad(grads)), None]
-    grad = _scatter_back(b, x, first_grad(grads), lambda idx: b.op("Gather", idx, indices, axis=axis), "add")
-    return [grad, None]
-
-
-def _rows_back(b: Backward, x: str, indices: str, g: str) -> str:
-    """Gather on axis 0 (an embedding lookup): g's rows added into a zero table at their indices,
-    one ScatterND row per index, instead of an index for every element of the table."""
-    elem, acc = b.elem_type(x), b.accumulation_type(x)
-    rows = b.convert(indices, b.elem_type(indices), TensorProto.INT64)
-    table = b.op("Gather", b.shape_of(x), b.const([0]))
-    rows = b.op("Where", b.op("Less", rows, b.const(0)), b.op("Add", rows, table), rows)  # Gather's negatives
-    zero = helper.make_tensor("value", acc, [1], [0])
-    zeros = b.op("ConstantOfShape", b.shape_of(x), value=zero)
-    updates = b.convert(g, elem, acc)
-    summed = b.op("ScatterND", zeros, b.op("Unsqueeze", rows, b.const([-1])), updates, reduction="add")
-    return b.convert(summed, acc, elem)
-
-
-def gather_elements(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
-    x, indices = node.input
-    axis = attribute(node, "axis", 0)
-    grad = _scatter_back(
-        b, x, first_grad(grads), lambda idx: b.op("GatherElements", idx, indices, axis=axis), "add"
-    )
-    return [grad, None]
-
-
-def scatter_nd(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
-    """With reduction 'none' the elements of data that updates overwrite get no gradient; with
-    'add' all of g reaches data. updates get g at their indices either way."""
-    g, (data, indices, updates) = first_grad(grads), node.input
-    reduction = attribute(node, "reduction", "none")
-    if reduction not in ("none", "add"):
-        raise GradientError(f"{node_label(node)}: no gradient for reduction '{reduction}'")
-    grad_data = None
-    if b.needs(data):
-        grad_data = g if reduction == "add" else b.op("ScatterND", g, indices, b.zeros_like(updates))
-    grad_updates = b.op("GatherND", g, indices) if b.needs(updates) else None
-    return [grad_data, None, grad_updates]
 
 
 def tile(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
@@ -199,3 +137,8 @@ def _unpad_amounts(b: Backward, pads: str) -> tuple[str, str, str | None]:
     begin, end = b.op("Split", pads, axis=0, num_outputs=2, outputs=2)
     ends = b.op("Where", b.op("Greater", end, zero), b.op("Neg", end), b.const(_END))
     return b.op("Max", begin, zero), ends, b.op("Max", b.op("Neg", pads), zero)
+
+
+def trilu(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    """Trilu keeps a triangle of x and zeroes the rest: g through the same triangle."""
+    return [b.op("Trilu", first_grad(grads), *node.input[1:], upper=attribute(node, "upper", 1)), None]

@@ -1,0 +1,161 @@
+"""The architecture matrix: every row of ``ort_ascend_ops.examples.architectures`` (a transformers
+decoder-only model as ``from_config`` builds it, tiny) exported with its Hugging Face loss and
+differentiated by build_training_model must give PyTorch autograd's loss and every parameter's
+gradient within 1e-5 relative, the padding row of each embedding on its own too (a tied lm_head
+gives it a share the lookup must not), on the native and the portable path. The graph must hold
+one RmsNormGrad per RMSNorm the torch forward runs and one RotaryPositionEmbeddingGrad per tensor
+it rotates, counted in torch, not in the graph. A row that cannot train yet must fail with its
+named error. The rows PyTorch runs (and their worst errors) are in the README."""
+
+import contextlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from model_oracles import relative_error
+
+from ort_ascend_ops import make_session
+from ort_ascend_ops.examples import architectures
+from ort_ascend_ops.examples.hf_models import torch_inputs
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from ort_ascend_ops.training import GradientError, build_training_model, export_torch  # noqa: E402
+
+TOLERANCE = 1e-5
+ROWS = [
+    pytest.param(a, id=a.name, marks=[pytest.mark.slow] if a.slow else [])
+    for a in architectures.ARCHITECTURES
+]
+
+
+@contextlib.contextmanager
+def counted(model):
+    """Counts, while the block runs the model in torch, the calls of its RMSNorm modules that have
+    a weight and the tensors its modeling module's apply_rotary* functions return (outermost
+    calls only: one may call another)."""
+    counts = {"norms": 0, "rotated": 0, "depth": 0}
+    norms = [
+        m
+        for m in model.modules()
+        if type(m).__name__.endswith("RMSNorm") and getattr(m, "weight", None) is not None
+    ]
+
+    def norm_hook(*_):
+        counts["norms"] += 1
+
+    hooks = [m.register_forward_hook(norm_hook) for m in norms]
+    module = sys.modules[type(model).__module__]
+    originals = {n: f for n, f in vars(module).items() if n.startswith("apply_rotary") and callable(f)}
+
+    def wrapped(function):
+        def call(*args, **kwargs):
+            counts["depth"] += 1
+            try:
+                result = function(*args, **kwargs)
+            finally:
+                counts["depth"] -= 1
+            if counts["depth"] == 0:
+                counts["rotated"] += len(result) if isinstance(result, tuple) else 1
+            return result
+
+        return call
+
+    for name, function in originals.items():
+        setattr(module, name, wrapped(function))
+    try:
+        yield counts
+    finally:
+        for hook in hooks:
+            hook.remove()
+        for name, function in originals.items():
+            setattr(module, name, function)
+
+
+def padding_rows(model) -> dict[str, int]:
+    """Each parameter that an nn.Embedding with a padding_idx looks up, and that row (torch's
+    own record, not the export's)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {
+        names[id(m.weight)]: m.padding_idx % m.num_embeddings
+        for m in model.modules()
+        if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None
+    }
+
+
+def worst_error(training, data, expected, rows, native) -> float:
+    """The worst relative error of the loss and of each parameter's gradient (and padding row)."""
+    names = [o.name for o in training.graph.output]
+    results = dict(zip(names, make_session(training, native=native).run(data), strict=True))
+    errors = [relative_error(results["loss"], expected.pop("loss"))]
+    for name, grad in expected.items():
+        ours = results[f"{name}_grad"]
+        if grad is None:  # torch leaves it without gradient: nothing reaches it
+            assert not ours.any(), name
+            continue
+        errors.append(relative_error(ours, grad))
+        if name in rows:
+            row = rows[name]
+            if grad[row].any():
+                errors.append(relative_error(ours[row], grad[row]))
+            else:
+                assert not ours[row].any(), f"{name}: its padding row"
+    return max(errors)
+
+
+def torchs(model, data):
+    """torch's loss and each parameter's gradient (None where none reaches it) on ``data``, and
+    the counts of ``counted``."""
+    model.zero_grad()
+    with counted(model) as counts:
+        loss = model(**torch_inputs(data)).loss
+    loss.backward()
+    expected = {"loss": loss.detach().numpy()}
+    return expected | {
+        n: None if p.grad is None else p.grad.numpy() for n, p in model.named_parameters()
+    }, counts
+
+
+def exported(arch, model):
+    """The row's export and training model: a dynamic row's batch and sequence dynamic."""
+    data = torch_inputs(architectures.batch(arch))
+    dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")}
+    shapes = {name: dims for name in data} if arch.dynamic else None
+    return build_training_model(
+        export_torch(model, data, dynamic_shapes=shapes), "loss", [n for n, _ in model.named_parameters()]
+    )
+
+
+@pytest.mark.parametrize("arch", ROWS)
+def test_trains_with_torchs_gradients(arch):
+    model = architectures.language_model(arch)
+    if arch.fails:
+        with pytest.raises(GradientError, match=arch.fails):
+            exported(arch, model)
+        return
+    training = exported(arch, model)
+    for size in (1, 3) if arch.dynamic else (2,):
+        data = architectures.batch(arch, size)
+        expected, counts = torchs(model, data)
+        ours = [n for n in training.graph.node if n.domain == "ort_ascend_ops" and n.op_type.endswith("Grad")]
+        assert sum(n.op_type == "RmsNormGrad" for n in ours) == counts["norms"]
+        rotary = [n for n in ours if n.op_type == "RotaryPositionEmbeddingGrad"]
+        assert len(rotary) == counts["rotated"]
+        modes = {a.i for n in rotary for a in n.attribute if a.name == "mode"}
+        assert counts["rotated"] == 0 or modes == {arch.rope_mode}
+        rows = padding_rows(model)
+        for native in (True, False):
+            error = worst_error(training, data, dict(expected), rows, native)
+            assert error < TOLERANCE, f"batch {size}, {'native' if native else 'portable'}"
+
+
+def test_the_readme_lists_the_architectures_that_train():
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    section = text.split("\n#### Architectures\n", 1)[1].split("\n#", 1)[0]
+    listed = set(re.findall(r"`([\w.\-]+)`", section.split("Not yet:", 1)[0]))
+    trained = {a.name.split("-")[0] for a in architectures.ARCHITECTURES if not a.fails}
+    failing = {a.name.split("-")[0] for a in architectures.ARCHITECTURES if a.fails}
+    assert listed == trained
+    assert set(re.findall(r"`([\w.\-]+)`", section.split("Not yet:", 1)[1])) == failing

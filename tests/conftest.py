@@ -59,7 +59,8 @@ def pytest_configure(config):
         "markers", "reference_functions: runs the reference functions alone, no native code of ours"
     )
     config.addinivalue_line(
-        "markers", "slow: left out of the test command (addopts), run by hand with -m slow; docs give their figures"
+        "markers",
+        "slow: left out of the test command (addopts), run by hand with -m slow; docs give their figures",
     )
 
 

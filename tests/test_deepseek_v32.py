@@ -30,7 +30,11 @@ FLOAT32_TOLERANCE = 1e-5
 # Scores this close (relative to the row's largest) count as tied: the order among them is the
 # summation order's.
 TIE = 1e-5
-FUSED = {"RmsNorm": ds.NORMS, "RotaryPositionEmbedding": ds.ROTATED, "LightningIndexer": ds.LAYERS}
+FUSED = {
+    "RmsNorm": ds.NORMS,
+    "RotaryPositionEmbedding": ds.ROTATED + ds.MLA_ROTATED,
+    "LightningIndexer": ds.LAYERS,
+}
 GRAD_OPS = {"LightningIndexerGrad": ds.LAYERS, "RotaryPositionEmbeddingGrad": ds.ROTATED}
 
 
@@ -171,7 +175,7 @@ def test_fuse_leaves_an_indexer_whose_mask_is_not_causal():
         excluded = constants[masking.input[0]]
         changed = onnx.numpy_helper.to_array(excluded) | window
         excluded.CopyFrom(onnx.numpy_helper.from_array(changed, excluded.name))
-    assert ops(fuse(model)) == {"RmsNorm": ds.NORMS, "RotaryPositionEmbedding": ds.ROTATED}
+    assert ops(fuse(model)) == {"RmsNorm": ds.NORMS, "RotaryPositionEmbedding": ds.ROTATED + ds.MLA_ROTATED}
 
 
 def test_the_warmup_refuses_a_model_without_an_indexer_or_its_attention():

@@ -75,3 +75,41 @@ def test_every_patch_names_what_exists():
     for module_name, path, _ in patches.PATCHES:
         owner, name = patches._owner(module_name, path)
         assert callable(getattr(owner, name)), f"{module_name}.{path}"
+
+
+class HandWrittenMoE(torch.nn.Module):
+    """A mixture of experts as users write it: softmax routing, top-k, and a loop over the experts
+    that picks each one's tokens with torch.where (NonZero) and adds its output back with
+    index_add (ScatterND with reduction add); one expert's weights picked by index (Gather)."""
+
+    def __init__(self, hidden=16, experts=4, top_k=2, inner=8):
+        super().__init__()
+        self.router = torch.nn.Linear(hidden, experts, bias=False)
+        self.w_in = torch.nn.Parameter(0.3 * torch.randn(experts, hidden, inner))
+        self.w_out = torch.nn.Parameter(0.3 * torch.randn(experts, inner, hidden))
+        self.top_k, self.experts = top_k, experts
+
+    def forward(self, x, target):
+        weights, chosen = self.router(x).softmax(-1).topk(self.top_k, dim=-1)
+        routed = torch.nn.functional.one_hot(chosen, self.experts)  # [tokens, top_k, experts]
+        out = torch.zeros_like(x)
+        for e in range(self.experts):
+            token, slot = torch.where(routed[..., e] > 0)
+            h = torch.nn.functional.silu(x[token] @ self.w_in[e]) @ self.w_out[e]
+            out = out.index_add(0, token, h * weights[token, slot, None])
+        return torch.nn.functional.mse_loss(out, target)
+
+
+def test_a_hand_written_moe_with_nonzero_dispatch_trains_like_torch():
+    torch.manual_seed(0)
+    model = HandWrittenMoE()
+    x, target = torch.randn(12, 16), torch.randn(12, 16)
+    training = build_training_model(
+        export_torch(model, (x, target)), "loss", [n for n, _ in model.named_parameters()]
+    )
+    assert {"NonZero", "TopK", "ScatterND"} <= {n.op_type for n in training.graph.node}
+    results = make_session(training).run({"x": x.numpy(), "target": target.numpy()})
+    model(x, target).backward()
+    assert relative_error(results[0], model(x, target).item()) < 1e-6
+    for (name, parameter), grad in zip(model.named_parameters(), results[1:], strict=True):
+        assert relative_error(grad, parameter.grad.numpy()) < 1e-5, name

@@ -163,6 +163,7 @@ CASES = [
         1,
     ),
     ("gather", "Gather", {"a": _normal((5, 3))}, {"indices": np.array([[0, 4], [-1, 0]])}, {"axis": 0}, 1),
+    ("gather-scalar-index", "Gather", {"a": _normal((4, 3))}, {"indices": np.array(-3)}, {"axis": 0}, 1),
     ("gather-axis-1", "Gather", {"a": _normal((2, 4))}, {"indices": np.array([3, 3, 1])}, {"axis": 1}, 1),
     ("reciprocal", "Reciprocal", {"a": _away_from_zero((2, 3))}, {}, {}, 1),
     ("abs", "Abs", {"a": _away_from_zero((3, 4))}, {}, {}, 1),
@@ -722,11 +723,26 @@ def test_pad_with_pads_known_at_run_time(pads, rng):
             {"reduction": "mul"},
             "reduction 'mul'",
         ),
+        (
+            "ScatterElements",
+            {"a": (4, 3), "b": (1, 3)},
+            {"indices": np.array([[1, 0, 3]])},
+            {"reduction": "max"},
+            "reduction 'max'",
+        ),
+        ("GatherND", {"a": (2, 3, 4)}, {"indices": np.array([[1], [0]])}, {"batch_dims": 1}, "batch_dims"),
         # SoftmaxCrossEntropyLoss is split into LogSoftmax and NLL first; the NLL keeps its name.
         (NLL, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
         (SCE, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
     ],
-    ids=["pad-reflect", "scatter-nd-mul", "nll-weights", "sce-weights"],
+    ids=[
+        "pad-reflect",
+        "scatter-nd-mul",
+        "scatter-elements-max",
+        "gather-nd-batch-dims",
+        "nll-weights",
+        "sce-weights",
+    ],
 )
 def test_gradients_refused_name_the_node(op, shapes, constants, attrs, message, rng):
     inputs = {name: rng.uniform(0.5, 1.0, shape) for name, shape in shapes.items()}

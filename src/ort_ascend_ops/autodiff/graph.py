@@ -188,13 +188,17 @@ class Backward:
     def sum_to(self, grad: str, grad_dims: list[int | str | None] | None, target: str) -> str:
         """``grad`` (of shape ``grad_dims``, as ``dims`` gives it) summed back to ``target``'s
         shape, undoing broadcasting: over axes known at build time when the dims say which
-        (equal sizes or names are kept, a 1 is summed), else over axes found at run time."""
+        (equal sizes or names are kept; a 1 is summed, which is a no-op if grad's is 1 too; a size
+        other than 1 was not broadcast, whatever grad's), else over axes found at run time."""
         g, t = grad_dims, self.dims(target)
-        if g is None or t is None or None in g or None in t or len(g) < len(t):
+        if g is None or t is None or len(g) < len(t):
             return self._sum_to_dynamic(grad, target)
         lead = len(g) - len(t)
         aligned = list(zip(t, g[lead:], strict=True))
-        if any(td != gd and td != 1 for td, gd in aligned):
+        if any(
+            td is None or (td != gd and td != 1 and not (isinstance(td, int) and gd is None))
+            for td, gd in aligned
+        ):
             return self._sum_to_dynamic(grad, target)
         axes = list(range(lead)) + [lead + i for i, (td, gd) in enumerate(aligned) if td == 1 and gd != 1]
         if axes:

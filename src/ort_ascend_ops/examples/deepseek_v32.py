@@ -39,9 +39,10 @@ SIZES = dict(
 LAYERS = SIZES["num_hidden_layers"]
 TOP_K = SIZES["index_topk"]
 # Per layer: 4 norms (input, post-attention, q_a and kv_a), plus the final one; the indexer's q
-# and k rotated (the MLA attention's de-interleaving rotary is not our op's layout).
+# and k rotated (mode 0), and the MLA attention's (interleaved pairs: mode 3).
 NORMS = 4 * LAYERS + 1
 ROTATED = 2 * LAYERS
+MLA_ROTATED = 2 * LAYERS
 INDEXER_PARAMETERS = ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight")
 # torch.optim.AdamW steps of the warm-up oracle, at this learning rate (defaults otherwise).
 ADAMW_STEPS, ADAMW_LR = 3, 1e-2

@@ -47,7 +47,7 @@ def _rows_back(b: Backward, x: str, indices: str, g: str, padding_row: int | Non
     looked up at ``padding_row`` add nothing."""
     elem, acc = b.elem_type(x), b.accumulation_type(x)
     rows = b.convert(indices, b.elem_type(indices), TensorProto.INT64)
-    table = b.op("Gather", b.shape_of(x), b.const([0]))
+    table = b.op("Gather", b.shape_of(x), b.const(0))  # a scalar: rows keep the indices' shape
     rows = b.op("Where", b.op("Less", rows, b.const(0)), b.op("Add", rows, table), rows)  # Gather's negatives
     zero = helper.make_tensor("value", acc, [1], [0])
     zeros = b.op("ConstantOfShape", b.shape_of(x), value=zero)

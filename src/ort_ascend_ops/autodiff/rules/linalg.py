@@ -25,7 +25,10 @@ def matmul(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
 
     grad_a = grad_w = None
     if b.needs(a):
-        grad_a = b.sum_to(b.op("MatMul", g, _swap_last(b, w, ranks[1])), batch_shape(a), a)
+        grad_a = b.op("MatMul", g, _swap_last(b, w, ranks[1]))
+        # Against a matrix, a's batch axes are y's: nothing was broadcast to sum back (which, with
+        # a dim unknown at build time, sum_to would otherwise find out at run time).
+        grad_a = grad_a if ranks[1] == 2 else b.sum_to(grad_a, batch_shape(a), a)
     if b.needs(w):
         w_shape = b.ranked_shape(w)
         if ranks[1] == 2 and ranks[0] > 2 and None not in w_shape:
@@ -35,7 +38,8 @@ def matmul(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
             grad_rows = b.op("Reshape", g, b.const([-1, w_shape[1]]), hint=y)
             grad_w = b.op("MatMul", _swap_last(b, rows, 2), grad_rows, hint=w)
         else:
-            grad_w = b.sum_to(b.op("MatMul", _swap_last(b, a, ranks[0]), g), batch_shape(w), w)
+            grad_w = b.op("MatMul", _swap_last(b, a, ranks[0]), g)
+            grad_w = grad_w if ranks[0] == 2 else b.sum_to(grad_w, batch_shape(w), w)
     return [grad_a, grad_w]
 
 

@@ -2,7 +2,9 @@
 every op and family of the schemas, and every file in the folders it names is one of an op's, of a
 family's, or of those it lists as shared. A new op that skips a layer, or a file the table does not
 account for, fails here. tests/ is held to its per-op and per-family files only: its other files
-are cross-cutting by design (they run over every op from the case tables)."""
+are cross-cutting by design (they run over every op from the case tables). The packages above the
+ops (the differentiator, the export, the runtime, the examples) hold exactly the files their
+table lists."""
 
 import re
 import subprocess
@@ -25,7 +27,7 @@ def tracked_files():
 def layout_rows():
     """(layer, per-op patterns, per-family patterns, shared names) of each row of the table."""
     text = (ROOT / "README.md").read_text()
-    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0].split("| package |", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| layer")]
     for line in rows:
         layer, per_op, per_family, shared, _ = (cell.strip() for cell in line.strip("|").split("|"))
@@ -34,6 +36,20 @@ def layout_rows():
 
 
 ROWS = list(layout_rows())
+
+
+def package_rows():
+    """(package folder, the files its row lists) of the table of packages above the ops."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| package | what it holds | files |", 1)[1]
+    for line in table.splitlines():
+        if line.startswith("| `"):
+            folder, _, files = (cell.strip() for cell in line.strip("|").split("|"))
+            yield folder.strip("`").rstrip("/"), re.findall(r"`([\w./]+)`", files)
+
+
+PACKAGES = list(package_rows())
 
 
 def test_the_table_has_every_layer():
@@ -60,3 +76,21 @@ def test_layer_files_are_as_the_table_says(layer, per_op, per_family, shared):
     assert in_folder <= accounted, f"{layer}: files in {folder}/ the table does not account for: " + str(
         sorted(in_folder - accounted)
     )
+
+
+def test_the_packages_table_has_every_package():
+    assert {folder for folder, _ in PACKAGES} >= {
+        "src/ort_ascend_ops/autodiff",
+        "src/ort_ascend_ops/export",
+        "src/ort_ascend_ops/training",
+    }
+
+
+@pytest.mark.parametrize("folder, listed", PACKAGES, ids=[p[0].rsplit("/", 1)[1] for p in PACKAGES])
+def test_package_files_are_as_the_table_says(folder, listed):
+    files = {f for f in tracked_files() if str(Path(f).parent) == folder}
+    named = {f"{folder}/{name}" for name in listed if name.endswith(".py")}
+    assert named <= files, f"{folder}: the table names files that do not exist: {sorted(named - files)}"
+    assert files <= named, f"{folder}: files the table does not list: {sorted(files - named)}"
+    for sub in (name for name in listed if name.endswith("/")):
+        assert any(f.startswith(f"{folder}/{sub}") for f in tracked_files()), f"{folder}/{sub}"

@@ -79,6 +79,7 @@ class Backward:
         self._needs = needs
         self._taken = {v for n in graph.node for v in [*n.input, *n.output]} | set(self._types)
         self._shapes: dict[str, str] = {}
+        self._rows_added: dict[str, tuple[str, str, str]] = {}  # total's: result -> (table, rows, updates)
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
 
@@ -224,9 +225,45 @@ class Backward:
         summed = self.op("ReduceSum", grad, axes, keepdims=1, noop_with_empty_axes=1, hint=target)
         return self.op("Reshape", summed, t_shape, hint=target)
 
+    def rows_added(self, table: str, rows: str, updates: str) -> str:
+        """``updates`` (rows of ``table``'s shape, in its accumulation type) added into zeros of
+        ``table``'s shape at ``rows`` (``[..., 1]`` row indices), in ``table``'s type. ``total``
+        adds several of these for one table in one scatter."""
+        acc = self.accumulation_type(table)
+        zero = helper.make_tensor("value", acc, [1], [0])
+        zeros = self.op("ConstantOfShape", self.shape_of(table), value=zero, hint=f"{table}_zeros")
+        summed = self.op("ScatterND", zeros, rows, updates, reduction="add", hint=table)
+        result = self.convert(summed, acc, self.elem_type(table))
+        self._rows_added[result] = (table, rows, updates)
+        return result
+
     def total(self, grads: Sequence[str], hint: str) -> str:
-        """The sum of the gradients reaching one value (fan-out)."""
+        """The sum of the gradients reaching one value (fan-out). The row scatters among them
+        (``rows_added``: the lookups of one weight, ``w[e]`` per expert of a hand-written MoE) are
+        one scatter of all their rows: one table of zeros, not one per lookup (the single ones are
+        left for the pruning of the backward)."""
+        scattered = [self._rows_added[g] for g in grads if g in self._rows_added]
+        if len(scattered) > 1:
+            table = scattered[0][0]
+            trailing = self.op("Slice", self.shape_of(table), self.const([1]), self.const([2**62]))
+            flat = self.op("Concat", self.const([-1]), trailing, axis=0)
+            rows = self.op(
+                "Concat", *(self.op("Reshape", r, self.const([-1, 1])) for _, r, _ in scattered), axis=0
+            )
+            updates = self.op("Concat", *(self.op("Reshape", u, flat) for _, _, u in scattered), axis=0)
+            grads = [self.rows_added(table, rows, updates)] + [g for g in grads if g not in self._rows_added]
         return grads[0] if len(grads) == 1 else self.op("Sum", *grads, hint=hint)
+
+    def pruned(self, outputs: Sequence[str]) -> list[onnx.NodeProto]:
+        """The nodes built that the values ``outputs`` depend on, in order."""
+        producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
+        keep, stack = set(), list(outputs)
+        while stack:
+            index = producer.get(stack.pop())
+            if index is not None and index not in keep:
+                keep.add(index)
+                stack.extend(i for i in self.nodes[index].input if i)
+        return [n for i, n in enumerate(self.nodes) if i in keep]
 
 
 # One gradient name (or None: no gradient) per slot: a rule takes one per output of the node and

@@ -161,14 +161,17 @@ def build_training_model(
         back.nodes.append(helper.make_node("Identity", [source], [grad_name(name)]))
         outputs.append(helper.make_value_info(grad_name(name), back.value_type(name)))
 
-    # The forward values the loss or the backward nodes read, and everything they depend on.
-    needed = depends_on(graph, [loss] + [i for n in back.nodes for i in n.input if i])
+    # The backward nodes the gradients need; the forward values the loss or they read, and
+    # everything those depend on.
+    backward = back.pruned([grad_name(name) for name in wrt])
+    read = {i for n in backward for i in n.input if i}
+    needed = depends_on(graph, [loss, *read])
     result = helper.make_graph(
-        [n for n in graph.node if any(o in needed for o in n.output)] + back.nodes,
+        [n for n in graph.node if any(o in needed for o in n.output)] + backward,
         graph.name + "_training",
         list(graph.input),
         outputs,
-        initializer=list(graph.initializer) + back.initializers,
+        initializer=list(graph.initializer) + [i for i in back.initializers if i.name in read],
     )
     trained = helper.make_model(
         result,

@@ -1,12 +1,14 @@
 """``python -m ort_ascend_ops bench training_step``: one whole training step (forward, backward,
-AdamW update) of a Hugging Face Llama, in tokens per second, on each engine a user could train it
+AdamW update) of a Hugging Face Llama (and a Mixtral, its experts as transformers runs them by
+default), in tokens per second, on each engine a user could train it
 with on the CPU, at each thread count, in one run:
 
 - ours, native: ``export_torch`` -> ``generate_artifacts`` -> ``training.api`` Module/Optimizer;
 - ours, portable: the same artifacts with ``native=False`` (the reference functions inlined);
 - PyTorch eager with ``torch.optim.AdamW`` (same weights, same batch, ``torch.set_num_threads``);
 - onnxruntime-training 1.19.2, in its own venv (``--peer-venv`` or ``ORT_ASCEND_OPS_ORTTRAINING_VENV``),
-  run as a subprocess since it cannot share a process with current ONNX Runtime.
+  run as a subprocess since it cannot share a process with current ONNX Runtime; for the Llamas only
+  (its TorchScript export would trace the routing of one batch into a MoE's graph).
 
 The in-process engines take turns step by step (``timing.measure``) so that they see the same
 noisy machine; the median of the timed steps after warm-up is reported. Then ONNX Runtime's
@@ -67,6 +69,24 @@ def _configs() -> dict[str, dict]:
             "config": dict(byte_llama.CONFIG),
             "batch": byte_llama.BATCH,
             "seq": byte_llama.SEQUENCE,
+        },
+        "mixtral256": {
+            "title": "HF Mixtral, hidden 256, 8 experts of intermediate 512 (2 per token), 4 layers, 8 heads / 4 kv heads, vocab 8000",
+            "architecture": "MixtralConfig",
+            "config": dict(
+                vocab_size=8000,
+                hidden_size=256,
+                intermediate_size=512,
+                num_hidden_layers=4,
+                num_attention_heads=8,
+                num_key_value_heads=4,
+                num_local_experts=8,
+                num_experts_per_tok=2,
+                max_position_embeddings=1024,
+                use_cache=False,
+            ),
+            "batch": 2,
+            "seq": 256,
         },
     }
 
@@ -236,7 +256,10 @@ def run_config(
     tokens = batch * seq
     _say(f"\n## {name}: {spec['title']}; batch {batch} x seq {seq} = {tokens} tokens/step")
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**spec["config"]))
+    architecture = spec.get("architecture", "LlamaConfig")
+    model = transformers.AutoModelForCausalLM.from_config(
+        getattr(transformers, architecture)(**spec["config"])
+    )
     n_params = sum(p.numel() for p in model.parameters())
     ids = np.random.default_rng(0).integers(0, spec["config"]["vocab_size"], (batch, seq), dtype=np.int64)
     x = torch.from_numpy(ids)
@@ -289,7 +312,7 @@ def run_config(
             f"threads {n}: "
             + "; ".join(f"{e} {r['median_s'] * 1e3:.0f} ms" for (e, t), r in result["runs"].items() if t == n)
         )
-    if venv:
+    if venv and architecture == "LlamaConfig":
         weights, batch_file = folder / "weights.pt", folder / "batch.npy"
         torch.save(model.state_dict(), weights)
         np.save(batch_file, ids)

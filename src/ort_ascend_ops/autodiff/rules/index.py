@@ -45,20 +45,17 @@ def _rows_back(b: Backward, x: str, indices: str, g: str, padding_row: int | Non
     """Gather on axis 0 (an embedding lookup): g's rows added into a zero table at their indices,
     one ScatterND row per index, instead of an index for every element of the table; the rows
     looked up at ``padding_row`` add nothing."""
-    elem, acc = b.elem_type(x), b.accumulation_type(x)
+    acc = b.accumulation_type(x)
     rows = b.convert(indices, b.elem_type(indices), TensorProto.INT64)
     table = b.op("Gather", b.shape_of(x), b.const(0))  # a scalar: rows keep the indices' shape
     rows = b.op("Where", b.op("Less", rows, b.const(0)), b.op("Add", rows, table), rows)  # Gather's negatives
-    zero = helper.make_tensor("value", acc, [1], [0])
-    zeros = b.op("ConstantOfShape", b.shape_of(x), value=zero)
-    updates = b.convert(g, elem, acc)
+    updates = b.convert(g, b.elem_type(x), acc)
     if padding_row is not None:
         # [*indices.shape, 1, ...]: one flag per looked-up row, broadcast over the row's values.
         trailing = b.const([-1 - i for i in range(b.rank(x) - 1)])
         padded = b.op("Unsqueeze", b.op("Equal", rows, b.const(padding_row)), trailing)
         updates = b.op("Where", padded, b.const(0.0, acc), updates, hint=x)
-    summed = b.op("ScatterND", zeros, b.op("Unsqueeze", rows, b.const([-1])), updates, reduction="add")
-    return b.convert(summed, acc, elem)
+    return b.rows_added(x, b.op("Unsqueeze", rows, b.const([-1])), updates)
 
 
 def _zeros_to_add_into(b: Backward, x: str) -> str:

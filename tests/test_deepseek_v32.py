@@ -18,11 +18,11 @@ from model_oracles import relative_error
 from ort_ascend_ops import fuse, make_session
 from ort_ascend_ops.examples import deepseek_v32 as ds
 from ort_ascend_ops.examples import indexer_loss
+from ort_ascend_ops.export import parameter_names
 from ort_ascend_ops.fusion import fold_constants
 from ort_ascend_ops.training import INDEXER_LOSS, GradientError, build_training_model, indexer_warmup
 from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
 from ort_ascend_ops.training.artifacts import generate_artifacts
-from ort_ascend_ops.export import parameter_names
 from ort_ascend_ops.training.optim import AdamW
 
 FIXTURES = Path(__file__).parents[1] / "models" / "hf"

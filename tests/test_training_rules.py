@@ -864,6 +864,18 @@ def test_result_passes_checker_and_strict_inference():
     assert outputs["b1_grad"].elem_type == F64
 
 
+def loss_model(nodes, inputs, initializers=(), elem=F64):
+    """A model of ``nodes`` (ending in the scalar ``loss``) over graph inputs ``{name: shape}``."""
+    graph = helper.make_graph(
+        nodes,
+        "loss",
+        [helper.make_tensor_value_info(name, elem, shape) for name, shape in inputs.items()],
+        [helper.make_tensor_value_info("loss", elem, [])],
+        list(initializers),
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16], ids=["float64", "float32", "float16"])
 def test_a_padding_row_gets_nothing_from_its_lookups_and_the_rest_from_other_uses(dtype, rng):
     # A tied embedding (nn.Embedding(padding_idx=2) whose weight is also the lm_head) as
@@ -887,14 +899,8 @@ def test_a_padding_row_gets_nothing_from_its_lookups_and_the_rest_from_other_use
         helper.make_node("Add", ["t0_sum", "t1_sum"], ["loss"]),
     ]
     values = {"w": table, "h": h, "r_lookup": r_lookup, "r_head": r_head}
-    graph = helper.make_graph(
-        nodes,
-        "tied",
-        [helper.make_tensor_value_info(n, elem, a.shape) for n, a in values.items()],
-        [helper.make_tensor_value_info("loss", elem, [])],
-        [numpy_helper.from_array(ids, "ids")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    shapes = {n: a.shape for n, a in values.items()}
+    model = loss_model(nodes, shapes, [numpy_helper.from_array(ids, "ids")], elem)
     model.metadata_props.add(key="ort_ascend_ops.padding_rows", value='{"w": 2}')
     training = build_training_model(model, "loss", ["w"])
     _, grad = make_session(training).run({n: a.astype(dtype) for n, a in values.items()})
@@ -926,14 +932,7 @@ def test_dropout_in_training_mode_drops_in_the_backward_what_the_forward_dropped
         helper.make_node("Mul", ["y", "r"], ["t"]),
         helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "dropout",
-        [helper.make_tensor_value_info(n, F64, (64, 32)) for n in ("x", "r")],
-        [helper.make_tensor_value_info("loss", F64, [])],
-        constants,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    model = loss_model(nodes, {"x": (64, 32), "r": (64, 32)}, constants)
     loss, dx = make_session(build_training_model(model, "loss", ["x"])).run({"x": x, "r": r})
     scale = 1 / (1 - (0.5 if ratio is None else ratio))
     kept = dx != 0
@@ -949,13 +948,7 @@ def test_dropout_in_inference_mode_passes_the_gradient_through(rng):
         helper.make_node("Mul", ["y", "r"], ["t"]),
         helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "dropout",
-        [helper.make_tensor_value_info(n, F64, (3, 4)) for n in ("x", "r")],
-        [helper.make_tensor_value_info("loss", F64, [])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    model = loss_model(nodes, {"x": (3, 4), "r": (3, 4)})
     _, dx = make_session(build_training_model(model, "loss", ["x"])).run({"x": x, "r": r})
     np.testing.assert_array_equal(dx, r)
 
@@ -970,14 +963,7 @@ def test_a_one_element_parameter_is_not_folded_away(rng):
         helper.make_node("Mul", ["y", "r"], ["t"]),
         helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "scalar",
-        [helper.make_tensor_value_info(n, F64, (3,)) for n in ("x", "r")],
-        [helper.make_tensor_value_info("loss", F64, [])],
-        [numpy_helper.from_array(a, "a")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    model = loss_model(nodes, {"x": (3,), "r": (3,)}, [numpy_helper.from_array(a, "a")])
     for fuse in (True, False):
         training = build_training_model(model, "loss", ["a"], fuse=fuse)
         (_, grad) = session(training).run({"x": x, "r": r})

@@ -169,8 +169,9 @@ class Backward:
             self._shapes[name] = self.op("Shape", name, hint=f"{name}_shape")
         return self._shapes[name]
 
-    def zeros_like(self, name: str) -> str:
-        zero = helper.make_tensor("value", self.elem_type(name), [1], [0])
+    def zeros_like(self, name: str, elem_type: int | None = None) -> str:
+        """Zeros of ``name``'s shape, of its element type or ``elem_type``."""
+        zero = helper.make_tensor("value", self.elem_type(name) if elem_type is None else elem_type, [1], [0])
         return self.op("ConstantOfShape", self.shape_of(name), value=zero, hint=f"{name}_zeros")
 
     def reshape_like(self, grad: str, target: str) -> str:
@@ -230,8 +231,7 @@ class Backward:
         ``table``'s shape at ``rows`` (``[..., 1]`` row indices), in ``table``'s type. ``total``
         adds several of these for one table in one scatter."""
         acc = self.accumulation_type(table)
-        zero = helper.make_tensor("value", acc, [1], [0])
-        zeros = self.op("ConstantOfShape", self.shape_of(table), value=zero, hint=f"{table}_zeros")
+        zeros = self.zeros_like(table, acc)
         summed = self.op("ScatterND", zeros, rows, updates, reduction="add", hint=table)
         result = self.convert(summed, acc, self.elem_type(table))
         self._rows_added[result] = (table, rows, updates)

@@ -1,5 +1,5 @@
-"""Building blocks of the rules that emit our grad ops: the forward outputs they read and the
-grad nodes themselves."""
+"""Building blocks the rules share: the forward outputs they read (a saved rstd, TopK's indices,
+Dropout's mask) and our grad nodes."""
 
 from __future__ import annotations
 

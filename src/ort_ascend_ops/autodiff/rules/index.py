@@ -58,18 +58,12 @@ def _rows_back(b: Backward, x: str, indices: str, g: str, padding_row: int | Non
     return b.rows_added(x, b.op("Unsqueeze", rows, b.const([-1])), updates)
 
 
-def _zeros_to_add_into(b: Backward, x: str) -> str:
-    """Zeros of x's shape in x's accumulation type."""
-    zero = helper.make_tensor("value", b.accumulation_type(x), [1], [0])
-    return b.op("ConstantOfShape", b.shape_of(x), value=zero, hint=f"{x}_zeros")
-
-
 def _added_elements(b: Backward, x: str, indices: str, g: str, axis: int) -> str:
     """g added into zeros of x's shape at ``indices`` along ``axis`` (GatherElements' and TopK's
     gradient): ScatterElements, in x's accumulation type."""
     elem, acc = b.elem_type(x), b.accumulation_type(x)
     updates = b.convert(g, elem, acc)
-    summed = b.op("ScatterElements", _zeros_to_add_into(b, x), indices, updates, axis=axis, reduction="add")
+    summed = b.op("ScatterElements", b.zeros_like(x, acc), indices, updates, axis=axis, reduction="add")
     return b.convert(summed, acc, elem)
 
 
@@ -98,7 +92,7 @@ def gather_nd(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
         raise GradientError(f"{node_label(node)}: no gradient for GatherND with batch_dims")
     elem, acc = b.elem_type(x), b.accumulation_type(x)
     updates = b.convert(first_grad(grads), elem, acc)
-    summed = b.op("ScatterND", _zeros_to_add_into(b, x), indices, updates, reduction="add")
+    summed = b.op("ScatterND", b.zeros_like(x, acc), indices, updates, reduction="add")
     return [b.convert(summed, acc, elem), None]
 
 

@@ -65,8 +65,7 @@ def _log_prob_grad(b: Backward, node: onnx.NodeProto, g: str) -> str:
     # -c at [n, label, d...]: one value per label scattered along the class axis (each position
     # once, so the order of writes cannot matter).
     values = b.op("Expand", b.op("Neg", coefficient), b.shape_of(labels))
-    zero = helper.make_tensor("value", acc, [1], [0])
-    zeros = b.op("ConstantOfShape", b.shape_of(x), value=zero)
+    zeros = b.zeros_like(x, acc)
     axis = b.const([1])
     picked = b.op(
         "ScatterElements", zeros, b.op("Unsqueeze", labels, axis), b.op("Unsqueeze", values, axis), axis=1

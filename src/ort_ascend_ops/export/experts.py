@@ -17,7 +17,7 @@ import contextlib
 GROUPED = "grouped_mm"
 
 
-def _routed(module) -> list:
+def _switchable(module) -> list:
     """The outermost transformers models inside ``module`` whose experts can be switched (a model's
     own submodels follow it)."""
     found: list = []
@@ -33,7 +33,7 @@ def _routed(module) -> list:
 @contextlib.contextmanager
 def grouped_experts(module):
     """Inside the block, every transformers model in ``module`` runs its experts as ``grouped_mm``."""
-    models = _routed(module)
+    models = _switchable(module)
     saved = [m.get_experts_implementation() for m in models]
     try:
         for m in models:

@@ -3,9 +3,9 @@
 holds it, its name, and a factory making the replacement from the original.
 
 DeepSeek-V2 and Llama 4 rotate q and k by complex multiplication (``torch.polar``,
-``view_as_complex``), and ONNX has no complex tensors. Its rotary module's output is the complex ``exp(i theta)``
-scaled by ``attention_scaling``; the replacement returns its real and imaginary parts as
-``[..., D/2, 2]``, and the rotation becomes the real form of the product, interleaved as the
+``view_as_complex``), and ONNX has no complex tensors. Their rotary modules output the complex
+``exp(i theta)`` scaled by ``attention_scaling``; the replacement returns its real and imaginary
+parts as ``[..., D/2, 2]``, and the rotation becomes the real form of the product, interleaved as the
 complex pairs are: ``x * cos + rotate_every_two(x) * sin`` with each angle's cos and sin repeated
 twice, which the fusion rewrites to RotaryPositionEmbedding mode 1."""
 

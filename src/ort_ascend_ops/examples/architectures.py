@@ -172,7 +172,8 @@ def config(arch: Architecture):
 def language_model(arch: Architecture):
     """The row's causal LM from ``config(arch)``, every parameter moved by 0.1 of a normal draw
     from SEED (initial norm weights of 1 and biases of 0 would hide a gradient taken w.r.t. the
-    wrong one)."""
+    wrong one), and the routers' ``e_score_correction_bias`` buffers (DeepSeek-V3's: zeros at
+    first, which would leave the choice of experts as if they were not there) by one."""
     import torch
     import transformers
 
@@ -181,6 +182,9 @@ def language_model(arch: Architecture):
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.1 * torch.randn_like(parameter))
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buffer.add_(torch.randn_like(buffer))
     return model
 
 

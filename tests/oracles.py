@@ -312,3 +312,33 @@ def lightning_indexer_grad_inputs(
         "weights": weights,
         **lengths,
     }
+
+
+ADAMW_PAIRS = [(F32, F32), (F32, F16), (F32, BF16), (F16, F16), (BF16, BF16)]  # (TP, T)
+
+
+def adam_w_oracle(param, exp_avg, exp_avg_sq, grad, step, lr, beta1=0.9, beta2=0.999, weight_decay=0.01,
+                  eps=1e-8, maximize=0):
+    """torch.optim.AdamW's step (amsgrad off) in float64, the attributes as the float32 the
+    node holds them."""
+    p, m, v, g = (a.astype(np.float64) for a in (param, exp_avg, exp_avg_sq, grad))
+    b1, b2, wd, eps = (float(np.float32(a)) for a in (beta1, beta2, weight_decay, eps))
+    t, lr = float(np.asarray(step).reshape(())), float(np.asarray(lr, np.float32).reshape(()))
+    g = -g if maximize else g
+    p = p * (1 - lr * wd)
+    m = m + (1 - b1) * (g - m)
+    v = v * b2 + (1 - b2) * g * g
+    denom = np.sqrt(v) / np.sqrt(1 - b2**t) + eps
+    return p - lr / (1 - b1**t) * m / denom, m, v
+
+
+def adam_w_inputs(rng, shape, tp, t, step=3, lr=1e-2):
+    """A parameter, its states after a few steps (exp_avg_sq >= 0), a gradient, step and lr."""
+    return {
+        "param": rng.standard_normal(shape).astype(tp),
+        "exp_avg": (0.1 * rng.standard_normal(shape)).astype(tp),
+        "exp_avg_sq": (0.01 * rng.random(shape)).astype(tp),
+        "grad": rng.standard_normal(shape).astype(t),
+        "step": np.array([step], np.int64),
+        "lr": np.array([lr], np.float32),
+    }

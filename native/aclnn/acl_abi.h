@@ -70,8 +70,13 @@ using GetRecentErrMsg = const char* (*)();
 using GetSocName = const char* (*)();
 using SynchronizeStream = aclError (*)(aclrtStream stream);
 using SynchronizeDevice = aclError (*)();
-using MemcpyDeviceToHost = aclError (*)(void* dst, size_t dest_max, const void* src, size_t count, int kind);
-inline constexpr int kMemcpyDeviceToHost = 2;  // aclrtMemcpyKind ACL_MEMCPY_DEVICE_TO_HOST
+using Memcpy = aclError (*)(void* dst, size_t dest_max, const void* src, size_t count, int kind);
+using MemcpyAsync = aclError (*)(void* dst, size_t dest_max, const void* src, size_t count, int kind,
+                                 aclrtStream stream);
+// aclrtMemcpyKind
+inline constexpr int kMemcpyHostToDevice = 1;
+inline constexpr int kMemcpyDeviceToHost = 2;
+inline constexpr int kMemcpyDeviceToDevice = 3;
 
 // Every op's second phase.
 using Launch = aclnnStatus (*)(void* workspace, uint64_t workspace_size, aclOpExecutor* executor,
@@ -105,5 +110,10 @@ using LightningIndexerGradPrepare = aclnnStatus (*)(
     const aclTensor* actual_seq_lengths_key, int64_t head_num, char* layout, int64_t sparse_mode,
     int64_t pre_tokens, int64_t next_tokens, bool deterministic, const aclTensor* d_query,
     const aclTensor* d_key, const aclTensor* d_weights, uint64_t* workspace_size, aclOpExecutor** executor);
+using ApplyAdamWPrepare = aclnnStatus (*)(aclTensor* var_ref, aclTensor* m_ref, aclTensor* v_ref,
+                                          aclTensor* max_grad_norm_optional_ref, const aclTensor* grad,
+                                          const aclTensor* step, float lr, float beta1, float beta2,
+                                          float weight_decay, float eps, bool amsgrad, bool maximize,
+                                          uint64_t* workspace_size, aclOpExecutor** executor);
 
 }  // namespace oao::acl

@@ -150,11 +150,34 @@ Ort::Status AclnnCall::vendor_error(const std::string& function, aclnnStatus cod
 void AclnnCall::copy_to_host(void* host, const void* device, size_t bytes) const {
   if (bytes == 0) return;
   const auto synchronize = cann_.base<acl::SynchronizeStream>("aclrtSynchronizeStream");
-  const auto memcpy = cann_.base<acl::MemcpyDeviceToHost>("aclrtMemcpy");
+  const auto memcpy = cann_.base<acl::Memcpy>("aclrtMemcpy");
   aclError code = synchronize(stream_);
   if (code == 0) code = memcpy(host, bytes, device, bytes, acl::kMemcpyDeviceToHost);
   if (code != 0) {
     throw std::runtime_error("reading " + std::to_string(bytes) + " bytes back from the device failed with " +
+                             std::to_string(code));
+  }
+}
+
+void* AclnnCall::to_device(const void* host, size_t bytes) {
+  void* device = scratch(bytes);
+  // A synchronous copy waits for no stream: the scratch may be memory that earlier work queued
+  // on the stream still uses.
+  aclError code = cann_.base<acl::SynchronizeStream>("aclrtSynchronizeStream")(stream_);
+  if (code == 0) code = cann_.base<acl::Memcpy>("aclrtMemcpy")(device, bytes, host, bytes, acl::kMemcpyHostToDevice);
+  if (code != 0) {
+    throw std::runtime_error("copying " + std::to_string(bytes) + " bytes to the device failed with " +
+                             std::to_string(code));
+  }
+  return device;
+}
+
+void AclnnCall::copy_on_stream(void* dst, const void* src, size_t bytes) const {
+  if (bytes == 0 || dst == src) return;
+  const aclError code = cann_.base<acl::MemcpyAsync>("aclrtMemcpyAsync")(dst, bytes, src, bytes,
+                                                                       acl::kMemcpyDeviceToDevice, stream_);
+  if (code != 0) {
+    throw std::runtime_error("copying " + std::to_string(bytes) + " bytes on the device failed with " +
                              std::to_string(code));
   }
 }

@@ -55,6 +55,13 @@ class AclnnCall {
   // writes but the node does not take.
   void* scratch(size_t bytes);
 
+  // `bytes` of host memory copied into device memory that lives as long as the call (a host
+  // scalar that the vendor function takes as a device tensor).
+  void* to_device(const void* host, size_t bytes);
+
+  // A device-to-device copy queued on the stream; nothing when dst is src.
+  void copy_on_stream(void* dst, const void* src, size_t bytes) const;
+
   // aclnn<name>GetWorkspaceSize(args..., &size, &executor), then aclnn<name>(workspace, size,
   // executor, stream). The stream orders the work; the host does not wait for it.
   template <class Prepare, class... Args>

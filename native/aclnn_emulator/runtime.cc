@@ -447,4 +447,5 @@ ACLEMU_API aclError aclrtMemsetAsync(void* dev_ptr, size_t max_count, int32_t va
 
 // The definitions above must keep the ABI the backend binds.
 static_assert(std::is_same_v<decltype(&aclrtSynchronizeStream), oao::acl::SynchronizeStream>);
-static_assert(std::is_same_v<decltype(&aclrtMemcpy), oao::acl::MemcpyDeviceToHost>);
+static_assert(std::is_same_v<decltype(&aclrtMemcpy), oao::acl::Memcpy>);
+static_assert(std::is_same_v<decltype(&aclrtMemcpyAsync), oao::acl::MemcpyAsync>);

@@ -13,12 +13,30 @@
 
 namespace oao {
 
-// An input or output: its name (for errors), element type (UNDEFINED: any, checked by the kernel)
-// and whether the node may leave it out.
+// An input or output: its name (for errors), element type (UNDEFINED: any, checked by the kernel),
+// whether the node may leave it out, and for an input whether the kernel reads it on the host (a
+// scalar such as a step count: in CPU memory on every execution provider).
 struct Slot {
   const char* name;
   ONNXTensorElementDataType type;
   bool optional = false;
+  bool host = false;
+};
+
+// (input, output) index pairs of outputs that share their input's buffer, for ops that update in
+// place (a Signature's kAliases); none by default.
+struct Alias {
+  int input, output;
+};
+template <class Kernel, class = void>
+struct AliasesOf {
+  static constexpr size_t kCount = 0;
+  static constexpr const Alias* kList = nullptr;
+};
+template <class Kernel>
+struct AliasesOf<Kernel, std::void_t<decltype(Kernel::kAliases)>> {
+  static constexpr size_t kCount = std::size(Kernel::kAliases);
+  static constexpr const Alias* kList = Kernel::kAliases;
 };
 
 // A present input: its shape and data.
@@ -132,7 +150,26 @@ struct Entry : Kernel {
 // `Ort::Status run(const Io&, Args&)`.
 template <class Kernel>
 struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
-  explicit DeclaredOp(const char* ep) : ep_(ep) {}
+  explicit DeclaredOp(const char* ep) : ep_(ep) {
+    if constexpr (AliasesOf<Kernel>::kCount > 0) {
+      // ORT (C API 18 on) makes each such output the input's own buffer, a graph input's
+      // included, so the kernel writes the update where the caller's value lives.
+      OrtCustomOp::GetAliasMap = [](int** inputs, int** outputs) -> size_t {
+        constexpr size_t n = AliasesOf<Kernel>::kCount;
+        *inputs = new int[n];
+        *outputs = new int[n];
+        for (size_t i = 0; i < n; ++i) {
+          (*inputs)[i] = AliasesOf<Kernel>::kList[i].input;
+          (*outputs)[i] = AliasesOf<Kernel>::kList[i].output;
+        }
+        return n;
+      };
+      OrtCustomOp::ReleaseAliasMap = [](int* inputs, int* outputs) {
+        delete[] inputs;
+        delete[] outputs;
+      };
+    }
+  }
   // A bad attribute fails here, when the session is created.
   OrtStatusPtr CreateKernelV2(const OrtApi&, const OrtKernelInfo* info, void** kernel) const {
     return guarded(Kernel::kName,
@@ -148,6 +185,9 @@ struct DeclaredOp : Ort::CustomOpBase<DeclaredOp<Kernel>, Entry<Kernel>, true> {
   ONNXTensorElementDataType GetInputType(size_t i) const { return Kernel::kInputs[i].type; }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
     return characteristic(Kernel::kInputs[i]);
+  }
+  OrtMemType GetInputMemoryType(size_t i) const {
+    return Kernel::kInputs[i].host ? OrtMemTypeCPUInput : OrtMemTypeDefault;
   }
   size_t GetOutputTypeCount() const { return std::size(Kernel::kOutputs); }
   ONNXTensorElementDataType GetOutputType(size_t i) const { return Kernel::kOutputs[i].type; }
@@ -176,6 +216,19 @@ void add_float_types(OpList& ops, const char* ep) {
   add_op<Kernel<float>>(ops, ep);
   add_op<Kernel<Ort::Float16_t>>(ops, ep);
   add_op<Kernel<Ort::BFloat16_t>>(ops, ep);
+}
+
+// Registers Kernel<A, B> for A, B in {float32, float16, bfloat16}: a pair outside the op's table
+// then gets its error naming the types (type_error) instead of ORT's "no kernel def matches".
+template <template <class, class> class Kernel>
+void add_all_pairs(OpList& ops, const char* ep) {
+  using F16 = Ort::Float16_t;
+  using BF16 = Ort::BFloat16_t;
+  add_op<Kernel<float, float>>(ops, ep), add_op<Kernel<float, F16>>(ops, ep);
+  add_op<Kernel<float, BF16>>(ops, ep), add_op<Kernel<F16, float>>(ops, ep);
+  add_op<Kernel<F16, F16>>(ops, ep), add_op<Kernel<F16, BF16>>(ops, ep);
+  add_op<Kernel<BF16, float>>(ops, ep), add_op<Kernel<BF16, F16>>(ops, ep);
+  add_op<Kernel<BF16, BF16>>(ops, ep);
 }
 
 }  // namespace oao

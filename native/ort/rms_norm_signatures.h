@@ -14,27 +14,14 @@ constexpr bool allowed_pair() {
   return std::is_same_v<T, TG> || std::is_same_v<TG, float>;
 }
 
-// Kernels exist for all nine (T, TG) combinations so that a pair outside the table gets this
-// error, naming the types, instead of ORT's "no kernel def matches node inputs".
+// Kernels exist for all nine (T, TG) combinations (add_all_pairs) so that a pair outside the table
+// gets this error, naming the types.
 template <class T, class TG>
 Ort::Status pair_error(const char* op) {
   return op_error(op,
                   std::string("inputs 'x' (") + type_name<T>() + ") and 'gamma' (" + type_name<TG>() +
                       ") are not an allowed (T, TG) pair; allowed: (float32, float32), (float16, float16), "
                       "(float16, float32), (bfloat16, bfloat16), (bfloat16, float32)");
-}
-
-// Registers Kernel<T, TG> for T, TG in {float32, float16, bfloat16} (kernel templates need
-// distinct names, as for add_float_types).
-template <template <class, class> class Kernel>
-void add_all_pairs(OpList& ops, const char* ep) {
-  using F16 = Ort::Float16_t;
-  using BF16 = Ort::BFloat16_t;
-  add_op<Kernel<float, float>>(ops, ep), add_op<Kernel<float, F16>>(ops, ep);
-  add_op<Kernel<float, BF16>>(ops, ep), add_op<Kernel<F16, float>>(ops, ep);
-  add_op<Kernel<F16, F16>>(ops, ep), add_op<Kernel<F16, BF16>>(ops, ep);
-  add_op<Kernel<BF16, float>>(ops, ep), add_op<Kernel<BF16, F16>>(ops, ep);
-  add_op<Kernel<BF16, BF16>>(ops, ep);
 }
 
 struct NormGeometry {

@@ -5,12 +5,14 @@ from collections.abc import Collection
 from onnxscript import OnnxFunction
 
 from . import (
+    apply_adam_w_rules,
     checks,
     lightning_indexer,
     lightning_indexer_grad,
     lightning_indexer_rules,
     rotary_position_embedding_grad,
 )
+from .apply_adam_w import ApplyAdamW
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
 from .lightning_indexer_tokens import IndexerTokens
@@ -33,6 +35,7 @@ FUNCTIONS: dict[str, OnnxFunction] = {
         RotaryPositionEmbeddingGrad,
         LightningIndexer,
         LightningIndexerGrad,
+        ApplyAdamW,
     )
 }
 
@@ -75,6 +78,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     IndexerTokens,
     IndexerSelect,
     IndexerGradRows,
+    apply_adam_w_rules.AdamWRules,
 )
 
 

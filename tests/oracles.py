@@ -317,12 +317,23 @@ def lightning_indexer_grad_inputs(
 ADAMW_PAIRS = [(F32, F32), (F32, F16), (F32, BF16), (F16, F16), (BF16, BF16)]  # (TP, T)
 
 
-def adam_w_oracle(param, exp_avg, exp_avg_sq, grad, step, lr, beta1=0.9, beta2=0.999, weight_decay=0.01,
-                  eps=1e-8, maximize=0):
-    """torch.optim.AdamW's step (amsgrad off) in float64, the attributes as the float32 the
-    node holds them."""
+def adam_w_oracle(
+    param,
+    exp_avg,
+    exp_avg_sq,
+    grad,
+    step,
+    lr,
+    beta1=0.9,
+    beta2=0.999,
+    weight_decay=0.01,
+    eps=1e-8,
+    maximize=0,
+):
+    """torch.optim.AdamW's step (amsgrad off) in float64, each attribute the shortest decimal of
+    the float32 the node holds (0.999, as torch has it)."""
     p, m, v, g = (a.astype(np.float64) for a in (param, exp_avg, exp_avg_sq, grad))
-    b1, b2, wd, eps = (float(np.float32(a)) for a in (beta1, beta2, weight_decay, eps))
+    b1, b2, wd, eps = (float(str(np.float32(a))) for a in (beta1, beta2, weight_decay, eps))
     t, lr = float(np.asarray(step).reshape(())), float(np.asarray(lr, np.float32).reshape(()))
     g = -g if maximize else g
     p = p * (1 - lr * wd)

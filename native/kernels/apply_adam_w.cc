@@ -1,17 +1,32 @@
 #include "kernels/apply_adam_w.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/element.h"
 
 namespace oao {
+namespace {
+
+// The double of the shortest decimal that rounds to `value`: 0.999f is 0.99900001287..., whose
+// 1 - beta2 is 1.3e-5 off torch's 1 - 0.999; a float32 attribute holds the decimal the user wrote
+// (up to 6 significant digits), and torch computes with that decimal's double.
+double written(float value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text - 1, value).ptr;
+  *end = '\0';
+  return std::strtod(text, nullptr);
+}
+
+}  // namespace
 
 AdamWScalars adam_w_scalars(double step, double lr, float beta1, float beta2, float weight_decay, float eps,
                             bool maximize) {
-  const double b1 = beta1, b2 = beta2;
-  return AdamWScalars{static_cast<float>(1.0 - lr * weight_decay),
+  const double b1 = written(beta1), b2 = written(beta2);
+  return AdamWScalars{static_cast<float>(1.0 - lr * written(weight_decay)),
                       static_cast<float>(1.0 - b1),
-                      beta2,
+                      static_cast<float>(b2),
                       static_cast<float>(1.0 - b2),
                       static_cast<float>(std::sqrt(1.0 - std::pow(b2, step))),
                       static_cast<float>(-(lr / (1.0 - std::pow(b1, step)))),

@@ -46,7 +46,8 @@ def run_shapes(op, shapes, attrs=None):
     }
     for name, value in feeds.items():  # fill the small ones, so that no uninitialized memory is read
         if 0 < np.prod(value.shape(), dtype=object) < 1 << 20:
-            value.update_inplace(np.zeros(value.shape(), types[name]))
+            # An optimizer's step counts from 1.
+            value.update_inplace(np.full(value.shape(), name == "step", types[name]))
     return [value.shape() for value in session.ort.run_with_ort_values(list(raw_outputs(op)), feeds)]
 
 

@@ -4,6 +4,7 @@ roofline, all measured in the same run; then the kernels at power-of-two widths 
 ones (``cliffs``)."""
 
 from . import (
+    apply_adam_w,
     lightning_indexer,
     lightning_indexer_grad,
     rms_norm,
@@ -21,6 +22,7 @@ BENCHES = {
     "rotary_position_embedding_grad": rotary_position_embedding_grad,
     "lightning_indexer": lightning_indexer,
     "lightning_indexer_grad": lightning_indexer_grad,
+    "apply_adam_w": apply_adam_w,
 }
 # Short names for the command line.
 ALIASES = {

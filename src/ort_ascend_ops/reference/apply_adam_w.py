@@ -4,7 +4,7 @@ from onnxscript import DOUBLE, FLOAT, script
 
 from ..opschema import default
 from ._opset import ascend, op
-from .apply_adam_w_rules import AdamWRules
+from .apply_adam_w_rules import AdamWRules, TorchDecimal
 
 
 @script(opset=ascend, default_opset=op)
@@ -25,9 +25,9 @@ def ApplyAdamW(
     in torch's order, outputs cast back to TP."""
     shape, t, learning_rate = AdamWRules(param, exp_avg, exp_avg_sq, grad, step, lr, maximize)
     one = op.Cast(op.Constant(value_float=1.0), to=DOUBLE.dtype)
-    b1 = op.Cast(op.Constant(value_float=beta1), to=DOUBLE.dtype)
-    b2 = op.Cast(op.Constant(value_float=beta2), to=DOUBLE.dtype)
-    wd = op.Cast(op.Constant(value_float=weight_decay), to=DOUBLE.dtype)
+    b1 = TorchDecimal(value=beta1)
+    b2 = TorchDecimal(value=beta2)
+    wd = TorchDecimal(value=weight_decay)
     decay = op.Cast(one - learning_rate * wd, to=FLOAT.dtype)
     step_size = op.Cast(learning_rate / (one - op.Pow(b1, t)), to=FLOAT.dtype)
     correction2_sqrt = op.Cast(op.Sqrt(one - op.Pow(b2, t)), to=FLOAT.dtype)

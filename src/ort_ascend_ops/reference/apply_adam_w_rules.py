@@ -1,6 +1,6 @@
 """The rules of the optimizer family (checks.py tells how they become ONNX)."""
 
-from onnxscript import DOUBLE, script
+from onnxscript import DOUBLE, FLOAT, INT32, script
 
 from ..opschema import choice_rule, choices
 from ._opset import ascend, op
@@ -50,3 +50,21 @@ def AdamWRules(param, exp_avg, exp_avg_sq, grad, step, lr, maximize: int):
     t = t + op.Cast(checked, to=DOUBLE.dtype)
     learning_rate = op.Cast(op.Reshape(lr, op.Constant(value_ints=[])), to=DOUBLE.dtype)
     return shape, t, learning_rate
+
+
+# Decimal places tried: a float32 in [0.1, 1) needs up to nine.
+PLACES = [10.0**k for k in range(1, 11)]
+
+
+@script(opset=ascend, default_opset=op)
+def TorchDecimal(value: float):
+    """The float64 a torch user wrote for a float32 attribute (0.999 for 0.99900001287):
+    the decimal of fewest places that rounds to the float32, as the native kernel's shortest
+    round trip finds it; the float32's exact value where no place count up to ten does."""
+    exact = op.Cast(op.Constant(value_float=value), to=DOUBLE.dtype)
+    scales = op.Cast(op.Constant(value_floats=PLACES), to=DOUBLE.dtype)  # powers of ten, exact
+    rounded = op.Round(exact * scales) / scales
+    candidates = op.Concat(rounded, op.Reshape(exact, op.Constant(value_ints=[1])), axis=0)
+    found = op.Equal(op.Cast(candidates, to=FLOAT.dtype), op.Constant(value_float=value))
+    first = op.ArgMax(op.Cast(found, to=INT32.dtype), keepdims=0)  # the first of the largest
+    return op.Gather(candidates, first)

@@ -79,6 +79,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     IndexerSelect,
     IndexerGradRows,
     apply_adam_w_rules.AdamWRules,
+    apply_adam_w_rules.TorchDecimal,
 )
 
 

@@ -2,9 +2,10 @@
 ``LinearLRScheduler``) over current ONNX Runtime, for the artifacts of ``generate_artifacts``.
 
 Parameters, gradients and optimizer states are OrtValues in ONNX Runtime's memory that the
-sessions read and write through IOBinding: nothing goes through NumPy between steps. Updates
-write into a second buffer that then takes the first one's place (a session cannot read and
-write one tensor), so each value costs twice its size."""
+sessions read and write through IOBinding: nothing goes through NumPy between steps. AdamW updates
+them in place (``optim.in_place``); SGD, and AdamW under ``native=False`` or session options of
+the user's, write into a second buffer that then takes the first one's place, so each updated value costs
+twice its size."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..opschema import elem_type
 from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, session_options
 from .artifacts import pruned
 from .checkpoint import Contents, check_property, read, write
-from .optim import LEARNING_RATE, STEP, from_metadata, state_name, updated
+from .optim import LEARNING_RATE, STEP, UPDATED_ELEMENTS, from_metadata, in_place, state_name, updated
 
 
 def _elem_type(value: ort.OrtValue) -> int:
@@ -375,7 +376,10 @@ class Optimizer:
         self.options = from_metadata(model)
         self._module = module
         state = module._state
-        self._session = _session(model, module._threads, False, session_options or module._options)
+        options = session_options or module._options
+        # In place needs our kernel's alias map and sequential execution: our own options.
+        self._in_place = in_place(model) if module._native and options is None else None
+        self._session = _session(self._in_place or model, module._threads, module._native, options)
         inputs = {i.name for i in self._session.get_inputs()}
         self._names = [p for p in state.parameters.keys() if p in inputs]
         untrained = [p for p in module._train.grads if p not in self._names]
@@ -410,6 +414,12 @@ class Optimizer:
     def get_learning_rate(self) -> float:
         return float(self._scalars["learning_rate"])
 
+    @property
+    def updates_in_place(self) -> bool:
+        """Whether a step writes parameters and states into their own buffers (see the module's
+        doc) rather than into a second one."""
+        return self._in_place is not None
+
     def step(self) -> None:
         """One update of every trainable parameter from its current gradient."""
         state = self._module._state
@@ -424,11 +434,22 @@ class Optimizer:
                 raise RuntimeError(f"no gradient for '{p}' yet: run the module before the optimizer")
             binding.bind_ortvalue_input(p, parameter._value)
             binding.bind_ortvalue_input(grad_name(p), parameter._grad)
-            binding.bind_ortvalue_output(updated(p), self._spare_of(p, "", parameter._value))
             for s in self.options.states:
-                values = state._optimizer_states[s]
-                binding.bind_ortvalue_input(state_name(p, s), values[p])
-                binding.bind_ortvalue_output(updated(state_name(p, s)), self._spare_of(p, s, values[p]))
+                binding.bind_ortvalue_input(state_name(p, s), state._optimizer_states[s][p])
+        if self.updates_in_place:
+            binding.bind_output(UPDATED_ELEMENTS)
+            self._session.run_with_iobinding(binding)
+        else:
+            self._step_into_spares(binding)
+        self._scalars["step"] = self.step_count + 1
+
+    def _step_into_spares(self, binding: ort.IOBinding) -> None:
+        state = self._module._state
+        for p in self._names:
+            binding.bind_ortvalue_output(updated(p), self._spare_of(p, "", state.parameters[p]._value))
+            for s in self.options.states:
+                value = state._optimizer_states[s][p]
+                binding.bind_ortvalue_output(updated(state_name(p, s)), self._spare_of(p, s, value))
         self._session.run_with_iobinding(binding)
         for p in self._names:
             parameter = state.parameters[p]
@@ -436,7 +457,6 @@ class Optimizer:
             for s in self.options.states:
                 values = state._optimizer_states[s]
                 values[p], self._spare[(p, s)] = self._spare[(p, s)], values[p]
-        self._scalars["step"] = self.step_count + 1
 
     def _spare_of(self, name: str, state: str, like: ort.OrtValue) -> ort.OrtValue:
         if (name, state) not in self._spare:

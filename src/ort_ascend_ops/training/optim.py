@@ -1,6 +1,20 @@
-"""The optimizers of ``generate_artifacts``, as ONNX graphs of standard ops: one update per
-trainable parameter, written in the order ``torch.optim``'s single-tensor (CPU) implementations
-compute it, so that a step equals PyTorch's to float32 rounding."""
+"""The optimizers of ``generate_artifacts``: one update per trainable parameter, computed in the
+order ``torch.optim``'s single-tensor (CPU) implementations compute it, so that a step equals
+PyTorch's to float32 rounding. AdamW is one ``ApplyAdamW`` node per parameter (its reference
+function travels with the model); SGD is a graph of standard ops.
+
+``in_place`` turns an AdamW model into the form the training API runs natively, where each update
+lands in its inputs' buffers. Why that is safe, from ONNX Runtime's allocation planner
+(``FindReusableInput``): an output the kernel declares an alias of an input
+(``OrtCustomOp::GetAliasMap``) *must* reuse that input's buffer, a graph input's included, unless
+the output is a graph output (those are always allocated for the caller). So the in-place model
+has no updated tensors among its outputs: each ``ApplyAdamW``'s new parameter feeds a ``Size``,
+and the graph returns the number of elements updated. ``ApplyAdamW`` reads each element before it
+writes it, and in this graph nothing else reads a parameter or a state, so no reader can see a
+half-updated tensor. The planner honours aliases in sequential execution only, and an inlined reference function
+has none: the training API runs this form in sessions of its own options (the library registered,
+sequential), and the functional model (a second buffer per tensor) otherwise. The in-place form
+carries no function, so that a session without the library fails instead of dropping updates."""
 
 from __future__ import annotations
 
@@ -12,12 +26,15 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..autodiff import grad_name
+from ..domain import DOMAIN, VERSION
+from ..reference.portable import attach_functions
 
 _OPSET = 18
 # ONNX value names of the optimizer model; the training API binds by them.
 LEARNING_RATE = "learning_rate"
 STEP = "step"  # int64, the number of the step being taken (1 for the first), as torch counts
 METADATA = "ort_ascend_ops.optimizer"
+UPDATED_ELEMENTS = "updated_elements"  # the in-place model's one output
 
 
 def state_name(parameter: str, state: str) -> str:
@@ -94,45 +111,26 @@ class _Builder:
     def to_float(self, value: str) -> str:
         return self.op("Cast", value, to=TensorProto.FLOAT)
 
-    def lerp(self, start: str, end: str, weight: float) -> str:
-        """``torch.lerp`` for a weight below 0.5: start + weight * (end - start)."""
-        f32 = TensorProto.FLOAT
-        return self.op("Add", start, self.op("Mul", self.op("Sub", end, start), self.const(weight, f32)))
 
-
-def _adamw_scalars(b: _Builder, o: AdamW, lr: str, t: str) -> dict[str, str]:
-    one = b.const(1.0)
-    beta1, beta2 = (b.const(beta) for beta in o.betas)
-    correction1 = b.op("Sub", one, b.op("Pow", beta1, t))
-    correction2 = b.op("Sub", one, b.op("Pow", beta2, t))
-    return {
-        "decay": b.to_float(b.op("Sub", one, b.op("Mul", lr, b.const(o.weight_decay)))),
-        "step_size": b.to_float(b.op("Div", lr, correction1)),
-        "correction2_sqrt": b.to_float(b.op("Sqrt", correction2)),
-    }
-
-
-def _adamw(
-    b: _Builder, o: AdamW, s: dict[str, str], p: str, g: str, states: dict[str, str]
-) -> dict[str, str]:
-    f32 = TensorProto.FLOAT
-    beta1, beta2 = o.betas
+def _adamw(b: _Builder, o: AdamW, lr: str, t: str, p: str, g: str, states: dict[str, str]) -> dict[str, str]:
     m, v = states["exp_avg"], states["exp_avg_sq"]
-    decayed = b.op("Mul", p, s["decay"])
-    m_new = b.lerp(m, g, 1 - beta1)
-    v_new = b.op(
-        "Add", b.op("Mul", v, b.const(beta2, f32)), b.op("Mul", b.op("Mul", g, g), b.const(1 - beta2, f32))
+    outputs = [f"{x}_new" for x in (p, m, v)]  # renamed to the graph's outputs
+    b.nodes.append(
+        helper.make_node(
+            "ApplyAdamW",
+            [p, m, v, g, STEP, LEARNING_RATE],
+            outputs,
+            domain=DOMAIN,
+            beta1=o.betas[0],
+            beta2=o.betas[1],
+            weight_decay=o.weight_decay,
+            eps=o.eps,
+        )
     )
-    denom = b.op("Add", b.op("Div", b.op("Sqrt", v_new), s["correction2_sqrt"]), b.const(o.eps, f32))
-    p_new = b.op("Sub", decayed, b.op("Mul", b.op("Div", m_new, denom), s["step_size"]))
-    return {p: p_new, m: m_new, v: v_new}
+    return dict(zip((p, m, v), outputs, strict=True))
 
 
-def _sgd_scalars(b: _Builder, o: SGD, lr: str, t: str) -> dict[str, str]:
-    return {"lr": b.to_float(lr), "first": b.op("Equal", t, b.const(1.0))}
-
-
-def _sgd(b: _Builder, o: SGD, s: dict[str, str], p: str, g: str, states: dict[str, str]) -> dict[str, str]:
+def _sgd(b: _Builder, o: SGD, lr: str, t: str, p: str, g: str, states: dict[str, str]) -> dict[str, str]:
     f32 = TensorProto.FLOAT
     if o.weight_decay:
         g = b.op("Add", g, b.op("Mul", p, b.const(o.weight_decay, f32)))
@@ -145,18 +143,15 @@ def _sgd(b: _Builder, o: SGD, s: dict[str, str], p: str, g: str, states: dict[st
             b.op("Mul", g, b.const(1 - o.dampening, f32)),
         )
         # torch starts the buffer at the first gradient itself, not at (1 - dampening) times it.
-        buffer_new = b.op("Where", s["first"], g, blended)
+        buffer_new = b.op("Where", b.op("Equal", t, b.const(1.0)), g, blended)
         updates[buffer] = buffer_new
         g = b.op("Add", g, b.op("Mul", buffer_new, b.const(o.momentum, f32))) if o.nesterov else buffer_new
-    updates[p] = b.op("Sub", p, b.op("Mul", g, s["lr"]))
+    updates[p] = b.op("Sub", p, b.op("Mul", g, b.to_float(lr)))
     return updates
 
 
-# Per optimizer: the scalars of a step (once per graph), then the update of one parameter.
-_UPDATES: dict[type, tuple[Callable[..., dict[str, str]], Callable[..., dict[str, str]]]] = {
-    AdamW: (_adamw_scalars, _adamw),
-    SGD: (_sgd_scalars, _sgd),
-}
+# Per optimizer, the update of one parameter: {old value: new value}.
+_UPDATES: dict[type, Callable[..., dict[str, str]]] = {AdamW: _adamw, SGD: _sgd}
 
 
 def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | SGD) -> onnx.ModelProto:
@@ -165,23 +160,25 @@ def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | S
     gradient (``<name>_grad``) and its states (``.exp_avg`` ...); outputs each of those but the gradient,
     ``.updated``."""
     b = _Builder()
-    lr = b.op("Cast", LEARNING_RATE, to=TensorProto.DOUBLE)
-    t = b.op("Cast", STEP, to=TensorProto.DOUBLE)
+    # SGD's scalars in float64, as torch computes them in Python (ApplyAdamW computes its own).
+    lr, t = LEARNING_RATE, STEP
+    if isinstance(options, SGD):
+        lr = b.op("Cast", LEARNING_RATE, to=TensorProto.DOUBLE)
+        t = b.op("Cast", STEP, to=TensorProto.DOUBLE)
     scalar_f32 = helper.make_tensor_type_proto(TensorProto.FLOAT, [])
     inputs = [
         helper.make_value_info(LEARNING_RATE, scalar_f32),
         helper.make_value_info(STEP, helper.make_tensor_type_proto(TensorProto.INT64, [])),
     ]
     outputs, renamed = [], {}
-    step_scalars, update = _UPDATES[type(options)]
-    scalars = step_scalars(b, options, lr, t)
+    update = _UPDATES[type(options)]
     for name, value_type in parameters.items():
         if value_type.tensor_type.elem_type != TensorProto.FLOAT:
             raise ValueError(f"the optimizers update float32 parameters; '{name}' is not float32")
         states = {s: state_name(name, s) for s in options.states}
         ins = [name, grad_name(name), *states.values()]
         inputs += [helper.make_value_info(i, value_type) for i in ins]
-        news = update(b, options, scalars, name, grad_name(name), states)
+        news = update(b, options, lr, t, name, grad_name(name), states)
         for old in [name, *states.values()]:
             renamed[news[old]] = updated(old)
             outputs.append(helper.make_value_info(updated(old), value_type))
@@ -190,7 +187,35 @@ def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | S
         node.input[:] = [renamed.get(i, i) for i in node.input]
         node.output[:] = [renamed.get(o, o) for o in node.output]
     graph = helper.make_graph(b.nodes, f"{type(options).__name__}_step", inputs, outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=10)
+    opsets = [helper.make_opsetid("", _OPSET), helper.make_opsetid(DOMAIN, VERSION)]
+    model = attach_functions(helper.make_model(graph, opset_imports=opsets, ir_version=10))
     model.metadata_props.add(key=METADATA, value=describe(options))
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def in_place(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """``model``'s updates written into their inputs (see the module's doc): a copy whose one
+    output is ``updated_elements`` (int64, the parameters' element count); None for a model with
+    other nodes than ``ApplyAdamW`` (SGD's) or one where something else reads a parameter or
+    state."""
+    nodes = list(model.graph.node)
+    if not nodes or any((n.domain, n.op_type) != (DOMAIN, "ApplyAdamW") for n in nodes):
+        return None
+    updated_ = [i for n in nodes for i in n.input[:3]]
+    if len(set(updated_)) != len(updated_):
+        return None
+    b = _Builder()
+    sizes = [b.op("Size", n.output[0]) for n in nodes]
+    for size in sizes[1:]:
+        sizes[0] = b.op("Add", sizes[0], size)
+    b.nodes[-1].output[0] = UPDATED_ELEMENTS
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.output[:]
+    out.graph.output.append(
+        helper.make_value_info(UPDATED_ELEMENTS, helper.make_tensor_type_proto(TensorProto.INT64, []))
+    )
+    out.graph.node.extend(b.nodes)
+    del out.functions[:]
+    return out

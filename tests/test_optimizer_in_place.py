@@ -1,0 +1,136 @@
+"""AdamW's step in place: parameters and states keep their buffers and a step allocates nothing
+of their size (peak RSS of a child process); the functional forms (SGD, ``native=False``)
+against torch.optim."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from model_oracles import relative_error
+from test_training_api import SHAPES, linear_gradient_model
+
+from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
+from ort_ascend_ops.training.artifacts import generate_artifacts
+from ort_ascend_ops.training.optim import SGD, AdamW
+
+STEPS = 10
+
+
+def _training(folder, options, **module_kwargs):
+    paths = generate_artifacts(
+        linear_gradient_model(), requires_grad=list(SHAPES), optimizer=options, artifact_directory=folder
+    )
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state, threads=1, **module_kwargs)
+    return state, module, Optimizer(paths["optimizer"], module)
+
+
+def _buffers(state, options):
+    values = {n: p._value for n, p in state.parameters}
+    values |= {f"{n}.{s}": v for s in options.states for n, v in state._optimizer_states[s].items()}
+    return {name: value.data_ptr() for name, value in values.items()}
+
+
+def _train(torch, state, module, optimizer, options):
+    """STEPS steps of ours and of torch.optim on the same gradients; torch's parameters."""
+    params = {n: torch.tensor(state.parameters[n].data, requires_grad=True) for n in SHAPES}
+    fields = dict(vars(options))
+    reference = getattr(torch.optim, type(options).__name__)(list(params.values()), **fields)
+    rng = np.random.default_rng()
+    for _ in range(STEPS):
+        grads = {n: rng.standard_normal(s).astype(np.float32) for n, s in SHAPES.items()}
+        module(*(grads[n] for n in SHAPES))
+        optimizer.step()
+        module.lazy_reset_grad()
+        for n, p in params.items():
+            p.grad = torch.from_numpy(grads[n])
+        reference.step()
+    return {n: p.detach().numpy() for n, p in params.items()}
+
+
+def test_native_adamw_updates_every_parameter_and_state_in_its_own_buffer(tmp_path):
+    torch = pytest.importorskip("torch")
+    options = AdamW(lr=1e-2, weight_decay=0.1)
+    state, module, optimizer = _training(tmp_path, options)
+    assert optimizer.updates_in_place
+    before = _buffers(state, options)
+    expected = _train(torch, state, module, optimizer, options)
+    assert _buffers(state, options) == before
+    for n in SHAPES:
+        assert relative_error(state.parameters[n].data, expected[n]) <= 1e-6, n
+
+
+@pytest.mark.parametrize(
+    "options, native, tolerance",
+    [
+        (AdamW(lr=1e-2, weight_decay=0.1), False, 1e-6),
+        (SGD(lr=0.05, momentum=0.9), True, 1e-6),
+        (SGD(lr=0.05, momentum=0.9), False, 1e-6),
+    ],
+    ids=["adamw-portable", "sgd-momentum", "sgd-momentum-portable"],
+)
+def test_functional_updates_equal_torch_optim(options, native, tolerance, tmp_path):
+    torch = pytest.importorskip("torch")
+    state, module, optimizer = _training(tmp_path, options, native=native)
+    assert not optimizer.updates_in_place
+    expected = _train(torch, state, module, optimizer, options)
+    for n in SHAPES:
+        assert relative_error(state.parameters[n].data, expected[n]) <= tolerance, n
+
+
+_STEP_PEAK = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np, onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
+    from ort_ascend_ops.training.artifacts import generate_artifacts
+    from ort_ascend_ops.training.optim import AdamW
+
+    def status_kib(field):
+        with open("/proc/self/status") as status:
+            return int(status.read().split(field + ":")[1].split()[0])
+
+    folder, n, native = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+    nodes = [helper.make_node("Mul", ["w", "g"], ["t"]), helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "linear", [helper.make_tensor_value_info("g", TensorProto.FLOAT, [n])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(np.ones(n, np.float32), "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    paths = generate_artifacts(model, optimizer=AdamW(), artifact_directory=folder)
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state, threads=1, native=native)
+    optimizer = Optimizer(paths["optimizer"], module)
+    module(np.full(n, 0.5, np.float32))
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+    before = status_kib("VmRSS")
+    optimizer.step()
+    growth = (status_kib("VmHWM") - before) * 1024
+    assert float(state.parameters["w"].data[0]) < 1.0
+    print(json.dumps({"growth": growth, "in_place": optimizer.updates_in_place}))
+    """
+)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["in-place", "portable"])
+def test_a_step_in_place_allocates_nothing_of_the_parameters_size(native, tmp_path):
+    n = 16 << 20  # 64 MiB a tensor: parameter, gradient and two states
+    run = subprocess.run(
+        [sys.executable, "-c", _STEP_PEAK, str(tmp_path), str(n), str(int(native))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(run.stdout.splitlines()[-1])
+    tensor = 4 * n
+    assert result["in_place"] == native
+    if native:
+        assert result["growth"] < tensor / 8, result
+    else:  # the functional form writes a second parameter and two second states
+        assert result["growth"] > 2 * tensor, result

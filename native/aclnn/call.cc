@@ -88,9 +88,12 @@ AclnnCall::AclnnCall(const char* op, const Io& io, OrtAllocator* allocator)
       allocator_(allocator),
       stream_(io.stream()),
       create_tensor_(cann_.base<acl::CreateTensor>("aclCreateTensor")),
-      destroy_tensor_(cann_.base<acl::DestroyTensor>("aclDestroyTensor")) {}
+      destroy_tensor_(cann_.base<acl::DestroyTensor>("aclDestroyTensor")),
+      synchronize_stream_(cann_.base<acl::SynchronizeStream>("aclrtSynchronizeStream")) {}
 
 AclnnCall::~AclnnCall() {
+  // A failed wait leaves nothing better to do: the call's error is already on its way.
+  if (copies_unlaunched_) static_cast<void>(synchronize_stream_(stream_));
   for (aclTensor* tensor : tensors_) destroy_tensor_(tensor);
 }
 
@@ -122,6 +125,7 @@ Ort::Status AclnnCall::launch_prepared(const std::string& name, acl::Launch laun
   const DeviceBuffer workspace(allocator_, workspace_size);
   const aclnnStatus code = launch(workspace.data(), workspace_size, pending.release(), stream_);
   if (code != acl::kSuccess) return vendor_error(name, code, nullptr);
+  copies_unlaunched_ = false;  // the kernel, queued after them, keeps their buffers in use
   // No stream: the test build under the CPU EP, whose node outputs must be ready when Compute
   // returns and whose workspace is host memory freed on return. The CANN EP always gives one.
   return stream_ == nullptr ? wait_for_device(name) : Ort::Status(nullptr);
@@ -163,7 +167,7 @@ void* AclnnCall::to_device(const void* host, size_t bytes) {
   void* device = scratch(bytes);
   // A synchronous copy waits for no stream: the scratch may be memory that earlier work queued
   // on the stream still uses.
-  aclError code = cann_.base<acl::SynchronizeStream>("aclrtSynchronizeStream")(stream_);
+  aclError code = synchronize_stream_(stream_);
   if (code == 0) code = cann_.base<acl::Memcpy>("aclrtMemcpy")(device, bytes, host, bytes, acl::kMemcpyHostToDevice);
   if (code != 0) {
     throw std::runtime_error("copying " + std::to_string(bytes) + " bytes to the device failed with " +
@@ -172,8 +176,9 @@ void* AclnnCall::to_device(const void* host, size_t bytes) {
   return device;
 }
 
-void AclnnCall::copy_on_stream(void* dst, const void* src, size_t bytes) const {
+void AclnnCall::copy_on_stream(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
+  copies_unlaunched_ = true;
   const aclError code = cann_.base<acl::MemcpyAsync>("aclrtMemcpyAsync")(dst, bytes, src, bytes,
                                                                        acl::kMemcpyDeviceToDevice, stream_);
   if (code != 0) {

@@ -59,8 +59,10 @@ class AclnnCall {
   // scalar that the vendor function takes as a device tensor).
   void* to_device(const void* host, size_t bytes);
 
-  // A device-to-device copy queued on the stream; nothing when dst is src.
-  void copy_on_stream(void* dst, const void* src, size_t bytes) const;
+  // A device-to-device copy queued on the stream; nothing when dst is src. Until a launch
+  // follows it, the call waits for it on destruction: a refused call's node frees the buffers
+  // the copy writes as soon as the kernel returns.
+  void copy_on_stream(void* dst, const void* src, size_t bytes);
 
   // aclnn<name>GetWorkspaceSize(args..., &size, &executor), then aclnn<name>(workspace, size,
   // executor, stream). The stream orders the work; the host does not wait for it.
@@ -98,6 +100,8 @@ class AclnnCall {
   void* stream_;
   acl::CreateTensor create_tensor_;
   acl::DestroyTensor destroy_tensor_;  // resolved up front: the destructor must not throw
+  acl::SynchronizeStream synchronize_stream_;
+  mutable bool copies_unlaunched_ = false;
   std::vector<aclTensor*> tensors_;
   std::vector<std::unique_ptr<DeviceBuffer>> scratch_;
 };

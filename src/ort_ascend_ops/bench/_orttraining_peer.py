@@ -1,13 +1,16 @@
 """The onnxruntime-training peer of ``bench training_step``, run as a script by another venv's
 Python (onnxruntime-training 1.19.2 with torch and transformers; it cannot import this package).
 It reads a JSON job (argv[1]): the Llama config, the weights (a ``torch.save``d state dict), the
-batch (``.npy``), the thread counts and step counts; prints one JSON line of results.
+batch (``.npy``), the thread counts and step counts; prints one JSON line of results, with the
+peak RSS of the process (with ``"memory"`` in the job: of the training loop alone, counted from
+after the export, torch still imported).
 
 The model is exported as onnxruntime-training needs it: TorchScript exporter (dynamo=False),
 opset 17, eager attention, an all-ones attention mask inside the wrapper (transformers 5 calls
 ``torch.diff`` on a missing mask, which that exporter cannot export); AdamW with torch's defaults
 (eps 1e-8, weight decay 0.01; ORT's own defaults are 1e-6 and 0)."""
 
+import gc
 import json
 import os
 import statistics
@@ -71,6 +74,12 @@ def main(job_path: str) -> None:
         optimizer=onnxblock.optim.AdamW(eps=1e-8, weight_decay=0.01),
     )
     artifacts_s = time.perf_counter() - start
+    if job.get("memory"):
+        # The training loop's peak from here on: the exporter's model and buffers let go first.
+        del model, x, graph
+        gc.collect()
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
     runs: list[dict[str, object]] = []
     results = {"export_s": export_s, "artifacts_s": artifacts_s, "runs": runs}
     for threads in job["threads"]:
@@ -101,6 +110,8 @@ def main(job_path: str) -> None:
             }
         )
         del module, optimizer, state
+    with open("/proc/self/status") as status:
+        results["peak_rss"] = int(status.read().split("VmHWM:")[1].split()[0]) * 1024
     print(json.dumps(results))
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..domain import DOMAIN
-from . import cpu, peers, report
+from . import cpu, peers, report, training_memory
 from .timing import measure
 
 VENV_ENV = "ORT_ASCEND_OPS_ORTTRAINING_VENV"
@@ -42,6 +42,7 @@ PEER_SETUP = (
     "'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
 )
 ENGINES = ("ours native", "ours portable", "PyTorch eager", "onnxruntime-training")
+MEMORY_STEPS = 2  # our optimizer states exist from the start, torch's from its first step
 
 
 def _configs() -> dict[str, dict]:
@@ -49,20 +50,38 @@ def _configs() -> dict[str, dict]:
 
     return {
         "llama512": {
-            "title": "HF Llama, hidden 512, intermediate 1376, 4 layers, 8 heads / 4 kv heads, vocab 32000",
+            "title": "HF Llama, hidden 512, intermediate 1376, 4 layers, 8 heads / 2 kv heads, vocab 32000",
             "config": dict(
                 vocab_size=32000,
                 hidden_size=512,
                 intermediate_size=1376,
                 num_hidden_layers=4,
                 num_attention_heads=8,
-                num_key_value_heads=4,
+                num_key_value_heads=2,
                 max_position_embeddings=1024,
                 tie_word_embeddings=False,
                 use_cache=False,
             ),
             "batch": 2,
             "seq": 256,
+            "memory_seqs": [256, 1024],
+        },
+        "llama768": {
+            "title": "HF Llama, hidden 768, intermediate 2048, 4 layers, 8 heads / 2 kv heads, vocab 32000",
+            "config": dict(
+                vocab_size=32000,
+                hidden_size=768,
+                intermediate_size=2048,
+                num_hidden_layers=4,
+                num_attention_heads=8,
+                num_key_value_heads=2,
+                max_position_embeddings=1024,
+                tie_word_embeddings=False,
+                use_cache=False,
+            ),
+            "batch": 2,
+            "seq": 256,
+            "memory_seqs": [256],
         },
         "byte_llama": {
             "title": "the demo's byte Llama (examples.byte_llama.CONFIG)",
@@ -190,6 +209,7 @@ def _peer(
     steps: int,
     warmup: int,
     folder: Path,
+    memory: bool = False,
 ) -> dict:
     job = folder / "peer_job.json"
     job.write_text(
@@ -202,6 +222,7 @@ def _peer(
                 "steps": steps,
                 "warmup": warmup,
                 "work": str(folder / "orttraining"),
+                "memory": memory,
             }
         )
     )
@@ -325,7 +346,77 @@ def run_config(
     if profile:
         for n in threads:
             result["profile"][n] = _profile_shares(paths, n, ids, max(3, steps // 2), folder, our_ops)
+    result["memory"] = _memory(spec, model, paths, max(threads), venv, folder)
     return result
+
+
+def _memory(spec: dict, model, paths: dict, threads: int, venv: str | None, folder: Path) -> dict:
+    """Each engine's peak RSS over MEMORY_STEPS steps, in a child process of its own, at each of
+    the config's memory sequence lengths: {seq: {engine: {"peak_rss", "losses"} or {"error"}}}."""
+    import torch
+
+    weights = folder / "weights.pt"
+    torch.save(model.state_dict(), weights)
+    architecture = spec.get("architecture", "LlamaConfig")
+    out: dict[int, dict[str, dict]] = {}
+    for seq in spec.get("memory_seqs", [spec["seq"]]):
+        rng = np.random.default_rng(seq)
+        batch_file = folder / f"batch_{seq}.npy"
+        np.save(
+            batch_file, rng.integers(0, spec["config"]["vocab_size"], (spec["batch"], seq), dtype=np.int64)
+        )
+        job = {"seq": seq, "threads": threads, "steps": MEMORY_STEPS, "batch": str(batch_file)}
+        job |= {"paths": {k: str(v) for k, v in paths.items()}, "weights": str(weights)}
+        job |= {"architecture": architecture, "config": spec["config"]}
+        out[seq] = {e: training_memory.measure(job | {"engine": e}, folder) for e in training_memory.ENGINES}
+        if venv and architecture == "LlamaConfig":
+            peer = _peer(venv, spec["config"], weights, batch_file, [threads], MEMORY_STEPS, 0, folder, True)
+            losses = [r["first_loss"] for r in peer.get("runs", [])]
+            out[seq]["onnxruntime-training"] = (
+                {"error": peer["error"]}
+                if "error" in peer
+                else {"peak_rss": peer["peak_rss"], "losses": losses}
+            )
+        _say(
+            f"peak RSS, seq {seq}, {threads} threads: "
+            + "; ".join(
+                f"{e} {r['peak_rss'] / 2**20:.0f} MB" if "peak_rss" in r else f"{e} failed: {r['error']}"
+                for e, r in out[seq].items()
+            )
+        )
+    return out
+
+
+def _memory_lines(result: dict) -> list[str]:
+    memory = result["memory"]
+    seqs = sorted(memory)
+    engines = [e for e in ENGINES if any(e in memory[s] for s in seqs)]
+    if not engines:
+        return []
+    native = {s: memory[s].get("ours native", {}).get("peak_rss") for s in seqs}
+    growth_header = f" growth seq {seqs[0]} -> {seqs[-1]} |" if len(seqs) > 1 else ""
+    lines = [
+        "| engine | "
+        + " | ".join(f"peak RSS, seq {s} (MB) | vs ours native" for s in seqs)
+        + " |"
+        + growth_header,
+        "|---|" + "---:|---:|" * len(seqs) + ("---:|" if growth_header else ""),
+    ]
+    for engine in engines:
+        cells = []
+        for s in seqs:
+            r = memory[s].get(engine, {})
+            rss = r.get("peak_rss")
+            cells += (
+                [f"{rss / 2**20:.0f}", f"{rss / native[s]:.2f}x" if native[s] else "-"]
+                if rss
+                else [f"failed: {r['error']}" if "error" in r else "-", "-"]
+            )
+        if growth_header:
+            first, last = (memory[s].get(engine, {}).get("peak_rss") for s in (seqs[0], seqs[-1]))
+            cells.append(f"{(last - first) / 2**20:+.0f} MB" if first and last else "-")
+        lines.append(f"| {engine} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _table(result: dict, threads: Sequence[int]) -> list[str]:
@@ -434,6 +525,7 @@ def main(
                 *_table(result, threads),
                 "",
             ]
+            part += _memory_lines(result) + [""]
             part += _profile_lines(result, 10) + [""]
             if skipped:
                 part.append(skipped)

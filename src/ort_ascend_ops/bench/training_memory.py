@@ -1,0 +1,86 @@
+"""Peak RSS of a training step, per engine, for ``bench training_step``: each engine runs a few
+steps in a child process of its own (``python -m ort_ascend_ops.bench.training_memory JOB``) that
+imports only what the engine needs (ours: no torch), and reports the kernel's high-water mark of
+its resident memory (``VmHWM``) with its losses. What a user's training process would hold: the
+runtime, the weights, the optimizer states, the step's activations."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ENGINES = ("ours native", "ours portable", "PyTorch eager")
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as status:
+        return int(status.read().split("VmHWM:")[1].split()[0]) * 1024
+
+
+def _ours(job: dict, native: bool) -> list[float]:
+    import numpy as np
+
+    from ..training.api import CheckpointState, Module, Optimizer
+
+    ids = np.load(job["batch"])
+    state = CheckpointState.load_checkpoint(job["paths"]["checkpoint"])
+    module = Module(job["paths"]["training"], state, threads=job["threads"], native=native)
+    optimizer = Optimizer(job["paths"]["optimizer"], module)
+    losses = []
+    for _ in range(job["steps"]):
+        loss = module(ids, ids)
+        optimizer.step()
+        module.lazy_reset_grad()
+        losses.append(float(loss[0] if isinstance(loss, list) else loss))
+    return losses
+
+
+def _torch(job: dict) -> list[float]:
+    import numpy as np
+    import torch
+    import transformers
+
+    torch.set_num_threads(job["threads"])
+    config = getattr(transformers, job["architecture"])(**job["config"])
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(torch.load(job["weights"]))
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters())
+    ids = torch.from_numpy(np.load(job["batch"]))
+    losses = []
+    for _ in range(job["steps"]):
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def child(job_path: str) -> None:
+    job = json.loads(Path(job_path).read_text())
+    engine = job["engine"]
+    losses = _torch(job) if engine == "PyTorch eager" else _ours(job, native=engine == "ours native")
+    print(json.dumps({"peak_rss": _peak_rss(), "losses": losses}))
+
+
+def measure(job: dict, folder: Path) -> dict:
+    """One engine's child process on ``job`` (engine, threads, steps, batch file and the engine's
+    model: artifact paths, or architecture, config and weights): its peak RSS and losses, or the
+    error it ended with."""
+    path = folder / f"memory_{job['engine'].replace(' ', '_')}_{job['seq']}.json"
+    path.write_text(json.dumps(job))
+    run = subprocess.run(
+        [sys.executable, "-m", "ort_ascend_ops.bench.training_memory", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if run.returncode:
+        return {"error": (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+if __name__ == "__main__":
+    child(sys.argv[1])

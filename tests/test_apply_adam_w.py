@@ -1,5 +1,11 @@
 """ApplyAdamW against the float64 oracle on every engine, against torch.optim.AdamW over many
-steps, in place under ONNX Runtime's alias map, and its errors."""
+steps, in place under ONNX Runtime's alias map, the plain loops against the AVX2 path bit for bit,
+and its errors."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -120,3 +126,34 @@ def test_refuses_broken_rules(engine, change, word, rng):
     inputs = change(adam_w_inputs(rng, (6,), F32, F32))
     with pytest.raises(Exception, match=word):
         run(engine, "ApplyAdamW", inputs, {})
+
+
+_BASELINE_BITS = """
+import sys
+import numpy as np
+from engines import run
+from oracles import ADAMW_PAIRS, adam_w_inputs
+rng = np.random.default_rng(int(sys.argv[1]))
+outputs = []
+for pair in ADAMW_PAIRS:
+    for attrs in ({}, {"beta1": 0.3, "maximize": 1}):
+        outputs += run("native", "ApplyAdamW", adam_w_inputs(rng, (3, 1111), *pair, step=7), attrs)
+np.savez(sys.argv[2], *[o.view(np.uint8) for o in outputs])
+"""
+
+
+def test_the_plain_loops_give_the_avx2_paths_bits(tmp_path):
+    """The same step through the AVX2 path (this process) and the plain loops (a child with
+    ORT_ASCEND_OPS_ISA=baseline), every (TP, T) pair and both lerp forms, bit for bit."""
+    seed, path = int(np.random.default_rng().integers(1 << 30)), tmp_path / "baseline.npz"
+    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
+    cwd = Path(__file__).parent
+    subprocess.run([sys.executable, "-c", _BASELINE_BITS, str(seed), str(path)], env=env, cwd=cwd, check=True)
+    rng, ours = np.random.default_rng(seed), []
+    for pair in ADAMW_PAIRS:
+        for attrs in ({}, {"beta1": 0.3, "maximize": 1}):
+            ours += run("native", "ApplyAdamW", adam_w_inputs(rng, (3, 1111), *pair, step=7), attrs)
+    baseline = np.load(path)
+    assert len(baseline.files) == len(ours)
+    for i, out in enumerate(ours):
+        np.testing.assert_array_equal(baseline[f"arr_{i}"], out.view(np.uint8))

@@ -8,13 +8,14 @@ import sys
 import textwrap
 
 import numpy as np
+import onnx
 import pytest
 from model_oracles import relative_error
 from test_training_api import SHAPES, linear_gradient_model
 
 from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
 from ort_ascend_ops.training.artifacts import generate_artifacts
-from ort_ascend_ops.training.optim import SGD, AdamW
+from ort_ascend_ops.training.optim import SGD, AdamW, in_place, optimizer_model
 
 STEPS = 10
 
@@ -79,6 +80,15 @@ def test_functional_updates_equal_torch_optim(options, native, tolerance, tmp_pa
     expected = _train(torch, state, module, optimizer, options)
     for n in SHAPES:
         assert relative_error(state.parameters[n].data, expected[n]) <= tolerance, n
+
+
+def test_a_parameter_read_by_another_node_is_not_updated_in_place():
+    types = {n: onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [3]) for n in ("a", "b")}
+    model = optimizer_model(types, AdamW())
+    assert in_place(model) is not None
+    model.graph.node[1].input[3] = "a"  # b's update reads a as its gradient
+    assert in_place(model) is None
+    assert in_place(optimizer_model(types, SGD(momentum=0.9))) is None
 
 
 _STEP_PEAK = textwrap.dedent(

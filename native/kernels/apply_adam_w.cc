@@ -1,10 +1,13 @@
 #include "kernels/apply_adam_w.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
 
 #include "kernels/element.h"
+#include "kernels/row.h"
 
 namespace oao {
 namespace {
@@ -37,26 +40,80 @@ AdamWScalars adam_w_scalars(double step, double lr, float beta1, float beta2, fl
 namespace {
 
 // torch's CPU kernels, op by op (mul_, lerp_, mul_ and addcmul_, sqrt and div and add_, addcdiv_),
-// each rounded to float32 as torch's float32 tensors round them; plain loops that the compiler
-// vectorizes (no FMA contraction: see CMakeLists.txt), so every ISA gives the same bits.
-template <class TP, class T>
-void update(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, const T* grad, const AdamWScalars& s,
-            TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out, int64_t begin, int64_t end) {
+// each rounded to float32 as torch's float32 tensors round them, over float32 arrays: plain loops
+// that the compiler vectorizes (no FMA contraction: see CMakeLists.txt), so every ISA gives the
+// same bits.
+__attribute__((always_inline)) inline void update_floats(float* p, float* m, float* v, const float* g, int64_t n,
+                                                         const AdamWScalars& s) {
   const float w = s.lerp_weight, one_minus_w = 1.f - s.lerp_weight;
-  const bool small_weight = std::fabs(w) < 0.5f;
   const float sign = s.maximize ? -1.f : 1.f;
-  for (int64_t i = begin; i < end; ++i) {
-    const float g = to_float(grad[i]) * sign;
-    const float p = to_float(param[i]) * s.decay;
-    const float m_old = to_float(exp_avg[i]);
+  const auto step = [&](int64_t i, bool small_weight) {
+    const float gi = g[i] * sign;
+    const float pi = p[i] * s.decay;
     // torch.lerp's two forms, chosen by the weight.
-    const float m = small_weight ? m_old + w * (g - m_old) : g - (g - m_old) * one_minus_w;
-    const float v = to_float(exp_avg_sq[i]) * s.beta2 + s.rest2 * g * g;
-    const float denom = std::sqrt(v) / s.correction2_sqrt + s.eps;
-    param_out[i] = from_float<TP>(p + s.neg_step_size * (m / denom));
-    exp_avg_out[i] = from_float<TP>(m);
-    exp_avg_sq_out[i] = from_float<TP>(v);
+    const float mi = small_weight ? m[i] + w * (gi - m[i]) : gi - (gi - m[i]) * one_minus_w;
+    const float vi = v[i] * s.beta2 + s.rest2 * gi * gi;
+    const float denom = std::sqrt(vi) / s.correction2_sqrt + s.eps;
+    p[i] = pi + s.neg_step_size * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  };
+  if (std::fabs(w) < 0.5f) {
+    for (int64_t i = 0; i < n; ++i) step(i, true);
+  } else {
+    for (int64_t i = 0; i < n; ++i) step(i, false);
   }
+}
+
+template <class From, class To>
+__attribute__((always_inline)) inline void convert(const From* from, To* to, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) to[i] = from_float<To>(to_float(from[i]));
+}
+
+// float32 throughout: in the buffers themselves (an output may be its input's buffer). Otherwise
+// chunks widened to float32 on the stack, updated, and rounded back, each a loop the compiler
+// vectorizes where element by element it would not.
+template <class TP, class T>
+__attribute__((always_inline)) inline void update(const TP* param, const TP* exp_avg, const TP* exp_avg_sq,
+                                                  const T* grad, const AdamWScalars& s, TP* param_out,
+                                                  TP* exp_avg_out, TP* exp_avg_sq_out, int64_t begin, int64_t end) {
+  if constexpr (std::is_same_v<TP, float> && std::is_same_v<T, float>) {
+    const int64_t n = end - begin;
+    const auto take = [&](const float* in, float* out) {
+      if (in != out) std::copy_n(in + begin, n, out + begin);  // nothing to copy when in place
+    };
+    take(param, param_out);
+    take(exp_avg, exp_avg_out);
+    take(exp_avg_sq, exp_avg_sq_out);
+    update_floats(param_out + begin, exp_avg_out + begin, exp_avg_sq_out + begin, grad + begin, n, s);
+  } else {
+    constexpr int64_t kChunk = 512;
+    float p[kChunk], m[kChunk], v[kChunk], g[kChunk];
+    for (int64_t c = begin; c < end; c += kChunk) {
+      const int64_t n = std::min(kChunk, end - c);
+      convert(param + c, p, n);
+      convert(exp_avg + c, m, n);
+      convert(exp_avg_sq + c, v, n);
+      convert(grad + c, g, n);
+      update_floats(p, m, v, g, n, s);
+      convert(p, param_out + c, n);
+      convert(m, exp_avg_out + c, n);
+      convert(v, exp_avg_sq_out + c, n);
+    }
+  }
+}
+
+template <class TP, class T>
+void update_baseline(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, const T* grad, const AdamWScalars& s,
+                     TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out, int64_t begin, int64_t end) {
+  update(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out, begin, end);
+}
+
+template <class TP, class T>
+OAO_AVX2_TARGET void update_avx2(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, const T* grad,
+                                 const AdamWScalars& s, TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out,
+                                 int64_t begin, int64_t end) {
+  update(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out, begin, end);
 }
 
 }  // namespace
@@ -66,8 +123,9 @@ void apply_adam_w(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, cons
                   TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out, int64_t count, const Parallel& parallel) {
   // Elements are independent: any split gives the same bits; blocks of at least 32K elements.
   const size_t blocks = block_count(static_cast<size_t>(count), 1);
+  const auto block_fn = use_avx2() ? update_avx2<TP, T> : update_baseline<TP, T>;
   parallel.for_each(blocks, [&](size_t b) {
-    update(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out,
+    block_fn(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out,
            block_begin(b, blocks, count), block_begin(b + 1, blocks, count));
   });
 }

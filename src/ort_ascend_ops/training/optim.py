@@ -18,6 +18,7 @@ carries no function, so that a session without the library fails instead of drop
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -202,9 +203,9 @@ def in_place(model: onnx.ModelProto) -> onnx.ModelProto | None:
     nodes = list(model.graph.node)
     if not nodes or any((n.domain, n.op_type) != (DOMAIN, "ApplyAdamW") for n in nodes):
         return None
-    updated_ = [i for n in nodes for i in n.input[:3]]
-    if len(set(updated_)) != len(updated_):
-        return None
+    read = collections.Counter(i for n in nodes for i in n.input)
+    if any(read[name] > 1 for n in nodes for name in n.input[:3]):
+        return None  # a parameter or state read twice: a reader could see it half updated
     b = _Builder()
     sizes = [b.op("Size", n.output[0]) for n in nodes]
     for size in sizes[1:]:

@@ -85,15 +85,36 @@ def top_k(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
 
 
 def gather_nd(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
-    """GatherND picks slices of x by index tuples: g added back into zeros at them (ScatterND
-    with reduction 'add'). Without batch_dims, which ScatterND does not have."""
+    """GatherND picks slices of x by index tuples: g added back into zeros at them. Each tuple
+    becomes the row of x viewed as ``[d0 * ... * d(k-1), rest]`` (negative indices counted from
+    the end first), added by ``rows_scattered``: ScatterND would lose additions to a repeated
+    tuple on several threads. Without batch_dims, and with the tuples' length k known."""
     x, indices = node.input
     if attribute(node, "batch_dims", 0):
         raise GradientError(f"{node_label(node)}: no gradient for GatherND with batch_dims")
+    k = b.ranked_shape(indices)[-1]
+    if k is None:
+        raise GradientError(f"{node_label(node)}: GatherND gradients need the index tuples' length known")
     elem, acc = b.elem_type(x), b.accumulation_type(x)
+    dims = b.op("Slice", b.shape_of(x), b.const([0]), b.const([k]))
+    # Row-major strides of the first k axes: stride_j = d(j+1) * ... * d(k-1).
+    strides = b.op(
+        "Concat",
+        *(
+            b.op("ReduceProd", b.op("Slice", dims, b.const([j + 1]), b.const([k])), keepdims=1)
+            for j in range(k)
+        ),
+        axis=0,
+    )
+    tuples = b.op("Cast", indices, to=TensorProto.INT64)
+    wrapped = b.op("Where", b.op("Less", tuples, b.const(0)), b.op("Add", tuples, dims), tuples)
+    rows = b.op("ReduceSum", b.op("Mul", wrapped, strides), b.const([-1]), keepdims=1)
+    rest = b.op("Slice", b.shape_of(x), b.const([k]), b.const([2**62]))
+    table = b.op("Concat", b.const([-1]), rest, axis=0)
+    zeros = b.op("Reshape", b.zeros_like(x, acc), table)
     updates = b.convert(first_grad(grads), elem, acc)
-    summed = b.op("ScatterND", b.zeros_like(x, acc), indices, updates, reduction="add")
-    return [b.convert(summed, acc, elem), None]
+    summed = b.rows_scattered(zeros, rows, updates, hint=x)
+    return [b.op("Reshape", b.convert(summed, acc, elem), b.shape_of(x), hint=x), None]
 
 
 def scatter_elements(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:

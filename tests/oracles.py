@@ -353,3 +353,247 @@ def adam_w_inputs(rng, shape, tp, t, step=3, lr=1e-2):
         "step": np.array([step], np.int64),
         "lr": np.array([lr], np.float32),
     }
+
+
+FA_LAYOUTS = ["BSND", "BNSD", "BSH", "SBH", "TND"]
+
+
+def fa_kv_heads(layout, query, key, head_num):
+    """N2: key's heads (BSH/SBH: its hidden size over D = query's hidden size / head_num)."""
+    if layout in ("BSH", "SBH"):
+        return key.shape[-1] // (query.shape[-1] // head_num)
+    return key.shape[1] if layout == "BNSD" else key.shape[-2]
+
+
+def _fa_bounds(layout, tensor, lengths):
+    """Per batch, (start, end) rows of a TND tensor or the batch index of the others."""
+    if layout == "TND":
+        ends = [int(e) for e in lengths]
+        return list(zip([0, *ends[:-1]], ends, strict=True))
+    return list(range(tensor.shape[1] if layout == "SBH" else tensor.shape[0]))
+
+
+def fa_to_batches(layout, tensor, heads, lengths=None):
+    """The tensor as a list of float64 [heads, S_b, dim] blocks, one per batch."""
+    t = tensor.astype(np.float64)
+    blocks = []
+    for bound in _fa_bounds(layout, t, lengths):
+        if layout == "TND":
+            block = t[bound[0] : bound[1]].transpose(1, 0, 2)
+        elif layout == "BNSD":
+            block = t[bound]
+        elif layout == "BSND":
+            block = t[bound].transpose(1, 0, 2)
+        else:
+            rows = t[:, bound] if layout == "SBH" else t[bound]
+            block = rows.reshape(rows.shape[0], heads, -1).transpose(1, 0, 2)
+        blocks.append(block)
+    return blocks
+
+
+def fa_from_batches(layout, blocks, like_shape):
+    """Inverse of fa_to_batches: the [N, S_b, dim] blocks in the layout, query's leading dims."""
+    if layout == "TND":
+        return np.concatenate([b.transpose(1, 0, 2) for b in blocks]).reshape(-1, *blocks[0].shape[::2])
+    if layout == "BNSD":
+        return np.stack(blocks)
+    if layout == "BSND":
+        return np.stack([b.transpose(1, 0, 2) for b in blocks])
+    merged = [b.transpose(1, 0, 2).reshape(b.shape[1], -1) for b in blocks]
+    return np.stack(merged, axis=1 if layout == "SBH" else 0)
+
+
+def fa_allowed(s1, s2, sparse_mode, mask=None, pre_tokens=2**31 - 1, next_tokens=2**31 - 1):
+    """[S1, S2] (or the mask's [N, S1, S2]) true where key k may be read by query row q."""
+    q, k = np.arange(s1)[:, None], np.arange(s2)[None, :]
+    if sparse_mode == 2:
+        return k <= q
+    if sparse_mode == 3:
+        return k <= q + s2 - s1
+    if mask is None:
+        return np.ones((s1, s2), dtype=bool)
+    band = (k >= q - pre_tokens) & (k <= q + next_tokens)
+    return ~mask.astype(bool) & band
+
+
+def _fa_batch_masks(atten_mask, batches):
+    if atten_mask is None:
+        return [None] * batches
+    if atten_mask.ndim == 2:
+        return [atten_mask] * batches
+    return list(atten_mask)
+
+
+def _fa_probabilities(qb, kb, allowed, scale):
+    """P [N1, S1, S2] in float64 (rows with no allowed key all 0), and the row max and sum."""
+    group = qb.shape[0] // kb.shape[0]
+    scores = scale * np.einsum("nqd,nkd->nqk", qb, np.repeat(kb, group, axis=0))
+    scores = np.where(allowed, scores, -np.inf)
+    row_max = scores.max(axis=-1, initial=-np.inf)
+    safe = np.where(np.isfinite(row_max), row_max, 0)[..., None]
+    e = np.where(allowed, np.exp(scores - safe), 0)
+    row_sum = e.sum(axis=-1)
+    p = e / np.where(row_sum > 0, row_sum, 1)[..., None]
+    return p, row_max, row_sum
+
+
+def _fa_walk(query, key, value, head_num, input_layout, atten_mask, lengths_q, lengths_kv, sparse_mode, **band):
+    n2 = fa_kv_heads(input_layout, query, key, head_num)
+    qs = fa_to_batches(input_layout, query, head_num, lengths_q)
+    ks = fa_to_batches(input_layout, key, n2, lengths_kv)
+    vs = fa_to_batches(input_layout, value, n2, lengths_kv)
+    masks = _fa_batch_masks(atten_mask, len(qs))
+    for qb, kb, vb, mb in zip(qs, ks, vs, masks, strict=True):
+        yield qb, kb, vb, fa_allowed(qb.shape[1], kb.shape[1], sparse_mode, mb, **band)
+
+
+def flash_attention_oracle(
+    query,
+    key,
+    value,
+    atten_mask=None,
+    actual_seq_lengths_query=None,
+    actual_seq_lengths_kv=None,
+    *,
+    head_num,
+    input_layout="BSND",
+    scale_value=1.0,
+    sparse_mode=0,
+    pre_tokens=2**31 - 1,
+    next_tokens=2**31 - 1,
+    keep_prob=1.0,
+):
+    """(attention_out, softmax_max, softmax_sum) in float64 from the contract's formulas."""
+    outs, maxes, sums = [], [], []
+    for qb, kb, vb, allowed in _fa_walk(
+        query, key, value, head_num, input_layout, atten_mask,
+        actual_seq_lengths_query, actual_seq_lengths_kv, sparse_mode,
+        pre_tokens=pre_tokens, next_tokens=next_tokens,
+    ):  # fmt: skip
+        p, row_max, row_sum = _fa_probabilities(qb, kb, allowed, scale_value)
+        outs.append(np.einsum("nqk,nkd->nqd", p, np.repeat(vb, qb.shape[0] // vb.shape[0], axis=0)))
+        maxes.append(row_max)
+        sums.append(row_sum)
+    return (fa_from_batches(input_layout, outs, query.shape), *_fa_stats(input_layout, maxes, sums))
+
+
+def _fa_stats(layout, maxes, sums):
+    """[B, N1, S1, 8] (TND [T1, N1, 8]) from per-batch [N1, S1_b] rows."""
+    if layout == "TND":
+        stack = [np.concatenate([m.T for m in rows]) for rows in (maxes, sums)]
+    else:
+        stack = [np.stack(rows) for rows in (maxes, sums)]
+    return tuple(np.repeat(s[..., None], 8, axis=-1) for s in stack)
+
+
+def flash_attention_grad_oracle(
+    query,
+    key,
+    value,
+    dy,
+    atten_mask=None,
+    softmax_max=None,
+    softmax_sum=None,
+    attention_in=None,
+    actual_seq_lengths_query=None,
+    actual_seq_lengths_kv=None,
+    *,
+    head_num,
+    input_layout="BSND",
+    scale_value=1.0,
+    sparse_mode=0,
+    pre_tokens=2**31 - 1,
+    next_tokens=2**31 - 1,
+    keep_prob=1.0,
+):
+    """(dq, dk, dv) in float64: the exact gradient of the attention (the statistics and
+    attention_in the op is given are taken to be the forward's, and recomputed here)."""
+    dys = fa_to_batches(input_layout, dy, head_num, actual_seq_lengths_query)
+    dqs, dks, dvs = [], [], []
+    for (qb, kb, vb, allowed), dyb in zip(
+        _fa_walk(
+            query, key, value, head_num, input_layout, atten_mask,
+            actual_seq_lengths_query, actual_seq_lengths_kv, sparse_mode,
+            pre_tokens=pre_tokens, next_tokens=next_tokens,
+        ),
+        dys,
+        strict=True,
+    ):  # fmt: skip
+        group = qb.shape[0] // kb.shape[0]
+        kr, vr = np.repeat(kb, group, axis=0), np.repeat(vb, group, axis=0)
+        p, _, _ = _fa_probabilities(qb, kb, allowed, scale_value)
+        out = np.einsum("nqk,nkd->nqd", p, vr)
+        dp = np.einsum("nqd,nkd->nqk", dyb, vr)
+        ds = p * (dp - (dyb * out).sum(axis=-1, keepdims=True))
+        dqs.append(scale_value * np.einsum("nqk,nkd->nqd", ds, kr))
+        per_head_dk = scale_value * np.einsum("nqk,nqd->nkd", ds, qb)
+        per_head_dv = np.einsum("nqk,nqd->nkd", p, dyb)
+        dks.append(per_head_dk.reshape(kb.shape[0], group, *kb.shape[1:]).sum(axis=1))
+        dvs.append(per_head_dv.reshape(vb.shape[0], group, *vb.shape[1:]).sum(axis=1))
+    return tuple(
+        fa_from_batches(input_layout, blocks, like.shape)
+        for blocks, like in ((dqs, query), (dks, key), (dvs, value))
+    )
+
+
+def flash_attention_inputs(
+    rng,
+    layout,
+    dtype,
+    *,
+    batch=2,
+    n1=4,
+    n2=2,
+    s1=5,
+    s2=7,
+    d=8,
+    dv=None,
+    lengths_q=(3, 7),
+    lengths_kv=(4, 9),
+    lengths_dtype=np.int64,
+    mask=None,
+    mask_dtype=np.bool_,
+    grad=False,
+    **attrs,
+):
+    """(inputs, attributes) of a random FlashAttentionScore call, or of its grad (with the
+    forward's outputs from the oracle, rounded as the forward's types are). ``mask``: None,
+    "2d" ([S1, S2]), "b1" ([B, 1, S1, S2]) or "bn" ([B, N1, S1, S2]); a masked fraction of 30%.
+    ``attrs`` are the op's attributes beside head_num and input_layout."""
+    dv = d if dv is None else dv
+    lengths = {}
+    if layout == "TND":
+        batch, s1, s2 = len(lengths_q), lengths_q[-1], lengths_kv[-1]
+        shapes = [(s1, n1, d), (s2, n2, d), (s2, n2, dv)]
+        lengths = {
+            "actual_seq_lengths_query": np.array(lengths_q, dtype=lengths_dtype),
+            "actual_seq_lengths_kv": np.array(lengths_kv, dtype=lengths_dtype),
+        }
+    elif layout == "BSND":
+        shapes = [(batch, s1, n1, d), (batch, s2, n2, d), (batch, s2, n2, dv)]
+    elif layout == "BNSD":
+        shapes = [(batch, n1, s1, d), (batch, n2, s2, d), (batch, n2, s2, dv)]
+    elif layout == "BSH":
+        shapes = [(batch, s1, n1 * d), (batch, s2, n2 * d), (batch, s2, n2 * dv)]
+    else:
+        shapes = [(s1, batch, n1 * d), (s2, batch, n2 * d), (s2, batch, n2 * dv)]
+    query, key, value = (rng.standard_normal(s).astype(dtype) for s in shapes)
+    inputs = {"query": query, "key": key, "value": value}
+    if mask is not None:
+        mask_shape = {"2d": (s1, s2), "b1": (batch, 1, s1, s2), "bn": (batch, n1, s1, s2)}[mask]
+        inputs["atten_mask"] = (rng.random(mask_shape) < 0.3).astype(mask_dtype)
+    inputs.update(lengths)
+    attributes = {"head_num": n1, "input_layout": layout, "scale_value": 1 / np.sqrt(d), **attrs}
+    if not grad:
+        return inputs, attributes
+    out, row_max, row_sum = flash_attention_oracle(**inputs, **attributes)
+    grad_inputs = {"query": query, "key": key, "value": value, "dy": rng.standard_normal(out.shape).astype(dtype)}
+    if "atten_mask" in inputs:
+        grad_inputs["atten_mask"] = inputs["atten_mask"]
+    grad_inputs |= {
+        "softmax_max": row_max.astype(np.float32),
+        "softmax_sum": row_sum.astype(np.float32),
+        "attention_in": out.astype(dtype),
+        **lengths,
+    }
+    return grad_inputs, attributes

@@ -2,6 +2,7 @@
 ``shape = "rule:<name>"``, one module per family."""
 
 from ..shapes import ShapeRule
+from .flash_attention_score import flash_attention_out, flash_attention_stats
 from .lightning_indexer import lightning_indexer_grad, lightning_indexer_topk
 from .rms_norm import rms_norm_rstd
 from .rotary_position_embedding import rotary_dx, rotary_y
@@ -10,6 +11,8 @@ SHAPE_RULES: dict[str, ShapeRule] = {
     "rms_norm_rstd": rms_norm_rstd,
     "rotary_y": rotary_y,
     "rotary_dx": rotary_dx,
+    "flash_attention_out": flash_attention_out,
+    "flash_attention_stats": flash_attention_stats,
     "lightning_indexer_topk": lightning_indexer_topk,
     "lightning_indexer_grad_query": lightning_indexer_grad("query"),
     "lightning_indexer_grad_key": lightning_indexer_grad("key"),

@@ -11,17 +11,19 @@ from ort_ascend_ops.runtime import ortvalue_view
 def raw_model(op_name, inputs, outputs, attrs=None, with_functions=True):
     """A single-node model built without the schema's checks, for inputs the schema would refuse:
     ``inputs`` maps names to arrays (their dtypes become the graph's types, shapes are dynamic),
-    ``outputs`` maps names to NumPy dtypes; with the reference functions unless told not."""
+    ``outputs`` maps names to NumPy dtypes; with the reference functions unless told not. An input
+    given as None is an empty slot (an absent optional input before a present one)."""
 
     def info(name, dtype, rank):
         elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
         return helper.make_tensor_value_info(name, elem, None if rank is None else [None] * rank)
 
-    node = helper.make_node(op_name, list(inputs), list(outputs), domain="ort_ascend_ops", **(attrs or {}))
+    slots = [name if a is not None else "" for name, a in inputs.items()]
+    node = helper.make_node(op_name, slots, list(outputs), domain="ort_ascend_ops", **(attrs or {}))
     graph = helper.make_graph(
         [node],
         op_name,
-        [info(name, a.dtype, a.ndim) for name, a in inputs.items()],
+        [info(name, a.dtype, a.ndim) for name, a in inputs.items() if a is not None],
         [info(name, dtype, None) for name, dtype in outputs.items()],
     )
     model = helper.make_model(

@@ -386,20 +386,23 @@ def fa_to_batches(layout, tensor, heads, lengths=None):
             block = t[bound].transpose(1, 0, 2)
         else:
             rows = t[:, bound] if layout == "SBH" else t[bound]
-            block = rows.reshape(rows.shape[0], heads, -1).transpose(1, 0, 2)
+            block = rows.reshape(rows.shape[0], heads, rows.shape[-1] // heads).transpose(1, 0, 2)
         blocks.append(block)
     return blocks
 
 
-def fa_from_batches(layout, blocks, like_shape):
-    """Inverse of fa_to_batches: the [N, S_b, dim] blocks in the layout, query's leading dims."""
+def fa_from_batches(layout, blocks, empty_shape):
+    """Inverse of fa_to_batches: the [N, S_b, dim] blocks in the layout (``empty_shape`` when
+    there is no batch)."""
+    if not blocks:
+        return np.zeros(empty_shape)
     if layout == "TND":
         return np.concatenate([b.transpose(1, 0, 2) for b in blocks]).reshape(-1, *blocks[0].shape[::2])
     if layout == "BNSD":
         return np.stack(blocks)
     if layout == "BSND":
         return np.stack([b.transpose(1, 0, 2) for b in blocks])
-    merged = [b.transpose(1, 0, 2).reshape(b.shape[1], -1) for b in blocks]
+    merged = [b.transpose(1, 0, 2).reshape(b.shape[1], b.shape[0] * b.shape[2]) for b in blocks]
     return np.stack(merged, axis=1 if layout == "SBH" else 0)
 
 
@@ -437,7 +440,9 @@ def _fa_probabilities(qb, kb, allowed, scale):
     return p, row_max, row_sum
 
 
-def _fa_walk(query, key, value, head_num, input_layout, atten_mask, lengths_q, lengths_kv, sparse_mode, **band):
+def _fa_walk(
+    query, key, value, head_num, input_layout, atten_mask, lengths_q, lengths_kv, sparse_mode, **band
+):
     n2 = fa_kv_heads(input_layout, query, key, head_num)
     qs = fa_to_batches(input_layout, query, head_num, lengths_q)
     ks = fa_to_batches(input_layout, key, n2, lengths_kv)
@@ -474,11 +479,17 @@ def flash_attention_oracle(
         outs.append(np.einsum("nqk,nkd->nqd", p, np.repeat(vb, qb.shape[0] // vb.shape[0], axis=0)))
         maxes.append(row_max)
         sums.append(row_sum)
-    return (fa_from_batches(input_layout, outs, query.shape), *_fa_stats(input_layout, maxes, sums))
+    n2 = fa_kv_heads(input_layout, query, key, head_num)
+    hidden = value.shape[-1] // n2 * head_num if input_layout in ("BSH", "SBH") else value.shape[-1]
+    out = fa_from_batches(input_layout, outs, (*query.shape[:-1], hidden))
+    return (out, *_fa_stats(input_layout, maxes, sums, head_num, query.shape))
 
 
-def _fa_stats(layout, maxes, sums):
+def _fa_stats(layout, maxes, sums, head_num, query_shape):
     """[B, N1, S1, 8] (TND [T1, N1, 8]) from per-batch [N1, S1_b] rows."""
+    if not maxes:
+        s1 = query_shape[0] if layout == "SBH" else query_shape[1 if layout != "BNSD" else 2]
+        return tuple(np.zeros((0, head_num, s1, 8)) for _ in range(2))
     if layout == "TND":
         stack = [np.concatenate([m.T for m in rows]) for rows in (maxes, sums)]
     else:
@@ -506,23 +517,28 @@ def flash_attention_grad_oracle(
     next_tokens=2**31 - 1,
     keep_prob=1.0,
 ):
-    """(dq, dk, dv) in float64: the exact gradient of the attention (the statistics and
-    attention_in the op is given are taken to be the forward's, and recomputed here)."""
+    """(dq, dk, dv) in float64 from the schema's formulas: the probabilities recomputed exactly
+    (the statistics given are taken to be the forward's), Drow from attention_in as given (the
+    forward's output rounded to T, as the op reads it; recomputed when absent)."""
     dys = fa_to_batches(input_layout, dy, head_num, actual_seq_lengths_query)
+    given = [None] * len(dys)
+    if attention_in is not None:
+        given = fa_to_batches(input_layout, attention_in, head_num, actual_seq_lengths_query)
     dqs, dks, dvs = [], [], []
-    for (qb, kb, vb, allowed), dyb in zip(
+    for (qb, kb, vb, allowed), dyb, outb in zip(
         _fa_walk(
             query, key, value, head_num, input_layout, atten_mask,
             actual_seq_lengths_query, actual_seq_lengths_kv, sparse_mode,
             pre_tokens=pre_tokens, next_tokens=next_tokens,
         ),
         dys,
+        given,
         strict=True,
     ):  # fmt: skip
         group = qb.shape[0] // kb.shape[0]
         kr, vr = np.repeat(kb, group, axis=0), np.repeat(vb, group, axis=0)
         p, _, _ = _fa_probabilities(qb, kb, allowed, scale_value)
-        out = np.einsum("nqk,nkd->nqd", p, vr)
+        out = np.einsum("nqk,nkd->nqd", p, vr) if outb is None else outb
         dp = np.einsum("nqd,nkd->nqk", dyb, vr)
         ds = p * (dp - (dyb * out).sum(axis=-1, keepdims=True))
         dqs.append(scale_value * np.einsum("nqk,nkd->nqd", ds, kr))
@@ -587,7 +603,12 @@ def flash_attention_inputs(
     if not grad:
         return inputs, attributes
     out, row_max, row_sum = flash_attention_oracle(**inputs, **attributes)
-    grad_inputs = {"query": query, "key": key, "value": value, "dy": rng.standard_normal(out.shape).astype(dtype)}
+    grad_inputs = {
+        "query": query,
+        "key": key,
+        "value": value,
+        "dy": rng.standard_normal(out.shape).astype(dtype),
+    }
     if "atten_mask" in inputs:
         grad_inputs["atten_mask"] = inputs["atten_mask"]
     grad_inputs |= {

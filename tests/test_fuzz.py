@@ -28,6 +28,11 @@ def native_model(case):
     return make_op_model(case.op, types, case.attrs, outputs=case.outputs, with_functions=False)
 
 
+def fed(inputs):
+    """The feeds of a raw model's inputs: None marks an empty slot, which takes none."""
+    return {name: a for name, a in inputs.items() if a is not None}
+
+
 def is_ort_error(error):
     return type(error).__module__.startswith("onnxruntime")
 
@@ -64,7 +69,7 @@ def test_invalid_calls_are_ort_errors_naming_the_op(op, native):
     def invalid(case):
         with pytest.raises(Exception) as error:
             model = raw_model(case.op, case.inputs, case.outputs, case.attrs, with_functions=not native)
-            make_session(model, native=native).run(case.inputs)
+            make_session(model, native=native).run(fed(case.inputs))
         message = str(error.value)
         assert is_ort_error(error.value), f"{type(error.value)}: {message}"
         assert case.op in message, message

@@ -5,6 +5,8 @@ ones (``cliffs``)."""
 
 from . import (
     apply_adam_w,
+    flash_attention_score,
+    flash_attention_score_grad,
     lightning_indexer,
     lightning_indexer_grad,
     rms_norm,
@@ -23,6 +25,8 @@ BENCHES = {
     "lightning_indexer": lightning_indexer,
     "lightning_indexer_grad": lightning_indexer_grad,
     "apply_adam_w": apply_adam_w,
+    "flash_attention_score": flash_attention_score,
+    "flash_attention_score_grad": flash_attention_score_grad,
 }
 # Short names for the command line.
 ALIASES = {
@@ -30,6 +34,8 @@ ALIASES = {
     "rope_grad": "rotary_position_embedding_grad",
     "indexer": "lightning_indexer",
     "indexer_grad": "lightning_indexer_grad",
+    "flash_attention": "flash_attention_score",
+    "flash_attention_grad": "flash_attention_score_grad",
 }
 # Across the ops rather than one of them: the power-of-two pairs of cliffs.py, after the ops' cases.
 CLIFFS = "cliffs"

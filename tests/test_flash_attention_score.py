@@ -28,7 +28,7 @@ from oracles import (
 from ort_ascend_ops.runtime import session_options
 
 OUTPUTS = {"attention_out": F32, "softmax_max": F32, "softmax_sum": F32}
-# More than one tile each way: 130 query rows are 3 blocks of 64, 300 keys 3 blocks of 128.
+# More than one tile each way: 130 query rows are 3 blocks of 64, 300 keys 2 blocks of 256.
 LONG = {"s1": 130, "s2": 300, "lengths_q": (0, 130, 200), "lengths_kv": (100, 100, 400)}
 
 # (id, layout, dtype, keyword arguments of flash_attention_inputs)

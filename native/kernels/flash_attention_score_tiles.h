@@ -51,7 +51,7 @@ struct FlashAttentionGeometry {
 // Tile sizes: query rows per head and keys per block. Fixed, so that the online softmax's blocks,
 // and with them every result's bits, depend on the problem only.
 constexpr int64_t kFaQueryBlock = 64;
-constexpr int64_t kFaKeyBlock = 128;
+constexpr int64_t kFaKeyBlock = 256;
 // Query rows (heads x rows) one task stacks into its tiles at most.
 constexpr int64_t kFaTaskRows = 256;
 
@@ -75,8 +75,8 @@ FaRange fa_block_queries(const FlashAttentionGeometry& g, int64_t b, FaRange key
 float fa_mask_row(const FlashAttentionGeometry& g, const uint8_t* mask, int64_t b, int64_t h, int64_t q,
                   int64_t k0, int64_t n, float* row);
 
-// exp(x), the same bits on the AVX2 and plain paths (a Cephes-style polynomial): 0 below
-// ln(2^-126), NaN for NaN.
+// exp(x), the same bits on the AVX2 and plain paths (a Cephes-style polynomial, within 2 ulp):
+// 0 below about -87.7 (and for -inf), NaN for NaN.
 float fa_exp(float x);
 // row[j] = fa_exp(row[j] - max) for j in [0, n), returning their sum, added in one fixed order on
 // both paths; -inf scores give 0.

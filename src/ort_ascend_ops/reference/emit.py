@@ -137,9 +137,10 @@ def _inline(call: onnx.NodeProto, callee: onnx.FunctionProto, prefix: str) -> li
                     resolved.name = attr.name
                     attr = resolved
                 for graph in [attr.g] if attr.type == AttributeProto.GRAPH else attr.graphs:
-                    rename(graph.node)
-                    for value in graph.output:
+                    # A Loop body's inputs too: its nodes read them by their renamed names.
+                    for value in (*graph.input, *graph.output):
                         value.name = names.setdefault(value.name, prefix + value.name)
+                    rename(graph.node)
                 attrs.append(attr)
             del node.attribute[:]
             node.attribute.extend(attrs)

@@ -7,12 +7,17 @@ from onnxscript import OnnxFunction
 from . import (
     apply_adam_w_rules,
     checks,
+    flash_attention_score,
+    flash_attention_score_layout,
+    flash_attention_score_rules,
     lightning_indexer,
     lightning_indexer_grad,
     lightning_indexer_rules,
     rotary_position_embedding_grad,
 )
 from .apply_adam_w import ApplyAdamW
+from .flash_attention_score import FlashAttentionScore
+from .flash_attention_score_mask import AttentionAllowed
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
 from .lightning_indexer_tokens import IndexerTokens
@@ -36,6 +41,7 @@ FUNCTIONS: dict[str, OnnxFunction] = {
         LightningIndexer,
         LightningIndexerGrad,
         ApplyAdamW,
+        FlashAttentionScore,
     )
 }
 
@@ -46,6 +52,7 @@ VARIANTS: dict[str, dict[frozenset[str], tuple[str, OnnxFunction]]] = {
     "RotaryPositionEmbeddingGrad": rotary_position_embedding_grad.VARIANTS,
     "LightningIndexer": lightning_indexer.VARIANTS,
     "LightningIndexerGrad": lightning_indexer_grad.VARIANTS,
+    "FlashAttentionScore": flash_attention_score.VARIANTS,
 }
 
 # Functions the op functions call, each callee before its callers (onnx.reference resolves a
@@ -80,18 +87,39 @@ HELPERS: tuple[OnnxFunction, ...] = (
     IndexerGradRows,
     apply_adam_w_rules.AdamWRules,
     apply_adam_w_rules.TorchDecimal,
+    flash_attention_score_layout.AttentionLayout,
+    flash_attention_score_layout.AttentionViews,
+    flash_attention_score_layout.AttentionShape,
+    flash_attention_score_layout.AttentionRows,
+    flash_attention_score_layout.AttentionFromRows,
+    flash_attention_score_layout.AttentionStatsShape,
+    flash_attention_score_layout.AttentionStatViews,
+    flash_attention_score_layout.AttentionStats,
+    flash_attention_score_layout.AttentionStatRows,
+    flash_attention_score_layout.AttentionBatch,
+    flash_attention_score_layout.AttentionBatchRows,
+    flash_attention_score_rules.AttentionAxes,
+    flash_attention_score_rules.AttentionRules,
+    flash_attention_score_rules.AttentionInputs,
+    flash_attention_score_rules.AttentionMask,
+    flash_attention_score_rules.AttentionNoMask,
+    flash_attention_score_rules.AttentionShapeEnds,
+    flash_attention_score_rules.AttentionSeqEnds,
+    flash_attention_score_rules.AttentionGradRules,
+    AttentionAllowed,
+    flash_attention_score.AttentionForwardLoop,
+    flash_attention_score.AttentionForward,
+    flash_attention_score.AttentionAnyRank,
 )
 
 
 def function_for(op_name: str, inputs: Collection[str]) -> tuple[str, OnnxFunction]:
     """(overload, function) that ``attach_functions`` gives a node of ``op_name`` passing
-    ``inputs`` (names of the op's inputs)."""
-    variants = VARIANTS.get(op_name)
-    if variants is None:
-        return "", FUNCTIONS[op_name]
-    return next(
-        variant for present, variant in variants.items() if present == (set(inputs) & _optional(variants))
-    )
+    ``inputs`` (names of the op's inputs): the variant for its optional inputs, or the function
+    that tests for them at run time where no variant has them (sets the contract refuses)."""
+    variants = VARIANTS.get(op_name, {})
+    present = set(inputs) & _optional(variants)
+    return next((variant for given, variant in variants.items() if given == present), ("", FUNCTIONS[op_name]))
 
 
 def _optional(variants: dict[frozenset[str], tuple[str, OnnxFunction]]) -> frozenset[str]:

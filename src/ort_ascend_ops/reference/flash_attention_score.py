@@ -3,12 +3,18 @@ presence of the optional inputs (``VARIANTS``). Every layout becomes rows of tok
 runs one batch per iteration, so that no more than one batch's [N1, S1_b, S2_b] scores exist at a
 time (ONNX has no loop over tiles that ONNX Runtime runs without storing each iteration's)."""
 
-from onnxscript import BOOL, FLOAT, INT64, script
+from onnxscript import BOOL, INT64, script
 
 from ..opschema import default
 from ._opset import ascend, op
 from .checks import ReadPresent
-from .flash_attention_score_layout import AttentionBatch, AttentionBatchRows, AttentionFromRows, AttentionRows, AttentionStats
+from .flash_attention_score_layout import (
+    AttentionBatch,
+    AttentionBatchRows,
+    AttentionFromRows,
+    AttentionRows,
+    AttentionStats,
+)
 from .flash_attention_score_mask import AttentionAllowed
 from .flash_attention_score_rules import (
     AttentionInputs,
@@ -30,7 +36,17 @@ _KEEP_PROB = default("FlashAttentionScore", "keep_prob", float)
 
 @script(opset=ascend, default_opset=op)
 def AttentionForwardLoop(
-    q_rows, k_rows, v_rows, mask4, banded, ends_q, ends_k, dims, sparse_mode: int, pre_tokens: int, next_tokens: int
+    q_rows,
+    k_rows,
+    v_rows,
+    mask4,
+    banded,
+    ends_q,
+    ends_k,
+    dims,
+    sparse_mode: int,
+    pre_tokens: int,
+    next_tokens: int,
 ):
     """Rows of attention_out [T1, N1, Dv], of softmax_max and of softmax_sum [T1, N1, 1], from
     float32 rows of the scaled query, the key and the value, one batch per iteration (batch b:
@@ -80,7 +96,9 @@ def AttentionForwardLoop(
         )
         weights = op.Exp(scores - finite_max)
         row_sum = op.ReduceSum(weights, op.Constant(value_ints=[-1]), keepdims=1)
-        divisor = op.Where(op.Greater(row_sum, op.Constant(value_float=0.0)), row_sum, op.Constant(value_float=1.0))
+        divisor = op.Where(
+            op.Greater(row_sum, op.Constant(value_float=0.0)), row_sum, op.Constant(value_float=1.0)
+        )
         out = op.MatMul(weights, v) / divisor
         out_rows = op.Concat(out_rows, AttentionBatchRows(out), axis=0)
         max_rows = op.Concat(max_rows, AttentionBatchRows(row_max), axis=0)
@@ -127,7 +145,11 @@ def AttentionForward(
         next_tokens=next_tokens,
     )
     attention_out = op.CastLike(AttentionFromRows(out_rows, b, s1, n1, dv, index), query)
-    return attention_out, AttentionStats(max_rows, b, s1, n1, index), AttentionStats(sum_rows, b, s1, n1, index)
+    return (
+        attention_out,
+        AttentionStats(max_rows, b, s1, n1, index),
+        AttentionStats(sum_rows, b, s1, n1, index),
+    )
 
 
 @script(opset=ascend, default_opset=op)
@@ -160,16 +182,29 @@ def FlashAttentionScore(
     attention_out cast back to T. The optional inputs are tested for at run time, and read as bool
     (the mask) and int64 (the lengths) only: the variants below serve the other nodes."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     has_mask = op.OptionalHasElement(atten_mask)
     has_lengths_q = op.OptionalHasElement(actual_seq_lengths_query)
     dims = AttentionInputs(
-        dims, index, has_mask, has_lengths_q, op.OptionalHasElement(actual_seq_lengths_kv), sparse_mode=sparse_mode
+        dims,
+        index,
+        has_mask,
+        has_lengths_q,
+        op.OptionalHasElement(actual_seq_lengths_kv),
+        sparse_mode=sparse_mode,
     )
     if has_mask:
         mask = ReadPresent(
-            AttentionAnyRank(has_mask), atten_mask, rule="input 'atten_mask' must be bool (uint8: see attach_functions)"
+            AttentionAnyRank(has_mask),
+            atten_mask,
+            rule="input 'atten_mask' must be bool (uint8: see attach_functions)",
         )
         mask4 = AttentionMask(mask, dims)
     else:
@@ -224,7 +259,13 @@ def FlashAttentionScorePlain(
 ):
     """FlashAttentionScore for nodes that pass no optional input (layouts BSND to SBH)."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     absent = op.Constant(value=False)
     dims = AttentionInputs(dims, index, absent, absent, absent, sparse_mode=sparse_mode)
@@ -265,7 +306,13 @@ def FlashAttentionScoreMask(
 ):
     """FlashAttentionScore for nodes that pass atten_mask alone (bool or uint8)."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     present = op.Constant(value=True)
     absent = op.Constant(value=False)
@@ -307,7 +354,13 @@ def FlashAttentionScoreTnd(
 ):
     """FlashAttentionScore for nodes that pass both lengths inputs and no mask (layout TND)."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     present = op.Constant(value=True)
     absent = op.Constant(value=False)

@@ -95,7 +95,9 @@ def AttentionStatsShape(b, s, n, index):
     """softmax_max's and softmax_sum's shape: [B, N1, S1, 8], or [T1, N1, 8] in TND."""
     eight = op.Constant(value_ints=[8])
     tnd = op.Equal(index, op.Constant(value_int=TND))
-    shape = op.Where(tnd, op.Concat(s, n, eight, op.Constant(value_ints=[0]), axis=0), op.Concat(b, n, s, eight, axis=0))
+    shape = op.Where(
+        tnd, op.Concat(s, n, eight, op.Constant(value_ints=[0]), axis=0), op.Concat(b, n, s, eight, axis=0)
+    )
     rank = op.Where(tnd, op.Constant(value_ints=[3]), op.Constant(value_ints=[4]))
     return op.Slice(shape, op.Constant(value_ints=[0]), rank)
 
@@ -129,7 +131,9 @@ def AttentionStats(rows, b, s, n, index):
 def AttentionStatRows(stats, b, s, n, index):
     """The first of the 8 values of statistics of checked shape, as rows [B * S1, N1, 1]."""
     _, turned = AttentionStatViews(b, s, n, index)
-    first = op.Slice(stats, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]), op.Constant(value_ints=[-1]))
+    first = op.Slice(
+        stats, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]), op.Constant(value_ints=[-1])
+    )
     view = op.Transpose(op.Reshape(first, turned, allowzero=1), perm=[0, 2, 1, 3])
     return op.Reshape(view, op.Concat(b * s, n, op.Constant(value_ints=[1]), axis=0), allowzero=1)
 

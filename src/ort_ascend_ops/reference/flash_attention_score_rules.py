@@ -8,7 +8,15 @@ from onnxscript import BOOL, INT64, script
 from ..opschema import choice_rule, choices
 from ._opset import ascend, op
 from .checks import TYPE_FLOAT32, All, AnyOf, Check, ElemType, IsFloatT, SameType, SameVector
-from .flash_attention_score_layout import BSH, LAYOUTS, SBH, TND, AttentionLayout, AttentionShape, AttentionStatsShape
+from .flash_attention_score_layout import (
+    BSH,
+    LAYOUTS,
+    SBH,
+    TND,
+    AttentionLayout,
+    AttentionShape,
+    AttentionStatsShape,
+)
 from .lightning_indexer_rules import SeqEnds
 
 LAYOUT_RULE = choice_rule("FlashAttentionScore", "input_layout")
@@ -19,7 +27,13 @@ KEEP_PROB_RULE = choice_rule("FlashAttentionScore", "keep_prob")
 
 # Where B, S, N and D sit in a shape padded with ones to 5 axes, per layout in LAYOUTS' order.
 # Axis 4 is always 1: TND's one batch of the view, and BSH's and SBH's D before H is split.
-_AXES = {"BSND": [0, 1, 2, 3], "BNSD": [0, 2, 1, 3], "BSH": [0, 1, 2, 4], "SBH": [1, 0, 2, 4], "TND": [4, 0, 1, 2]}
+_AXES = {
+    "BSND": [0, 1, 2, 3],
+    "BNSD": [0, 2, 1, 3],
+    "BSH": [0, 1, 2, 4],
+    "SBH": [1, 0, 2, 4],
+    "TND": [4, 0, 1, 2],
+}
 AXES = [axis for name in LAYOUTS for axis in _AXES[name]]
 
 # A mask's element type, told by the values int64 2, 256 and -1 take through it and back.
@@ -78,11 +92,11 @@ def AttentionRules(query, key, value, head_num: int, input_layout: str, sparse_m
         rule=SPARSE_MODE_RULE,
     )
     dims = Check(
-        dims, op.Equal(op.Constant(value_float=keep_prob), op.Constant(value_float=KEEP_PROB)), rule=KEEP_PROB_RULE
+        dims,
+        op.Equal(op.Constant(value_float=keep_prob), op.Constant(value_float=KEEP_PROB)),
+        rule=KEEP_PROB_RULE,
     )
-    dims = Check(
-        dims, IsFloatT(ElemType(query)), rule="input 'query' must be float32, float16 or bfloat16"
-    )
+    dims = Check(dims, IsFloatT(ElemType(query)), rule="input 'query' must be float32, float16 or bfloat16")
     dims = Check(
         dims,
         All(op.Equal(ranks, rank)),
@@ -90,7 +104,9 @@ def AttentionRules(query, key, value, head_num: int, input_layout: str, sparse_m
     )
     dims = Check(dims, All(op.Greater(heads, zero)), rule="attribute 'head_num' must be >= 1")
     dims = Check(
-        dims, op.Or(hidden, All(op.Equal(n_q, heads))), rule="attribute 'head_num' must equal query's heads N1"
+        dims,
+        op.Or(hidden, All(op.Equal(n_q, heads))),
+        rule="attribute 'head_num' must equal query's heads N1",
     )
     dims = Check(
         dims,
@@ -145,7 +161,10 @@ def AttentionInputs(dims, index, has_mask, has_lengths_q, has_lengths_kv, sparse
     )
     return Check(
         dims,
-        op.Or(op.Not(has_mask), op.And(op.Not(tnd), op.Equal(op.Constant(value_int=sparse_mode), op.Constant(value_int=0)))),
+        op.Or(
+            op.Not(has_mask),
+            op.And(op.Not(tnd), op.Equal(op.Constant(value_int=sparse_mode), op.Constant(value_int=0))),
+        ),
         rule="input 'atten_mask' is taken only with sparse_mode 0 and not in layout TND",
     )
 
@@ -168,8 +187,12 @@ def AttentionMask(atten_mask, dims):
         op.Reshape(SameVector(shape, op.Concat(b, n1, s1, s2, axis=0)), one),
         axis=0,
     )
-    shape = Check(shape, AnyOf(fits), rule="input 'atten_mask' must be [S1, S2], [B, 1, S1, S2] or [B, N1, S1, S2]")
-    shape4 = op.Slice(op.Concat(one, one, shape, axis=0), op.Constant(value_ints=[-4]), op.Constant(value_ints=[6]))
+    shape = Check(
+        shape, AnyOf(fits), rule="input 'atten_mask' must be [S1, S2], [B, 1, S1, S2] or [B, N1, S1, S2]"
+    )
+    shape4 = op.Slice(
+        op.Concat(one, one, shape, axis=0), op.Constant(value_ints=[-4]), op.Constant(value_ints=[6])
+    )
     return op.Reshape(op.Cast(atten_mask, to=BOOL.dtype), shape4, allowzero=1)
 
 
@@ -198,8 +221,12 @@ def AttentionShapeEnds(dims):
 def AttentionSeqEnds(dims, actual_seq_lengths_query, actual_seq_lengths_kv):
     """TND's cumulative batch ends, once both lengths inputs are checked (SeqEnds) to end at T1
     and T2 and to count the same batches."""
-    ends_q = SeqEnds(actual_seq_lengths_query, op.Slice(dims, op.Constant(value_ints=[1]), op.Constant(value_ints=[2])))
-    ends_k = SeqEnds(actual_seq_lengths_kv, op.Slice(dims, op.Constant(value_ints=[2]), op.Constant(value_ints=[3])))
+    ends_q = SeqEnds(
+        actual_seq_lengths_query, op.Slice(dims, op.Constant(value_ints=[1]), op.Constant(value_ints=[2]))
+    )
+    ends_k = SeqEnds(
+        actual_seq_lengths_kv, op.Slice(dims, op.Constant(value_ints=[2]), op.Constant(value_ints=[3]))
+    )
     ends_q = Check(
         ends_q,
         SameVector(op.Shape(ends_q), op.Shape(ends_k)),

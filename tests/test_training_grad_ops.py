@@ -1,5 +1,5 @@
 """Gradient rules that emit this package's grad ops (RmsNorm, RotaryPositionEmbedding,
-LightningIndexer, and the standard RMSNormalization and RotaryEmbedding): every `<name>_grad` of
+LightningIndexer, FlashAttentionScore, and the standard RMSNormalization and RotaryEmbedding): every `<name>_grad` of
 small training models against float64 NumPy oracles written from the formulas, against central
 finite differences of the forward loss, on the native and the portable path, and through the
 checker and strict shape inference. The loss is sum(y * R), so dL/dy = R."""
@@ -17,6 +17,8 @@ from oracles import (
     PAIRS,
     TOL,
     assert_close,
+    flash_attention_grad_oracle,
+    flash_attention_inputs,
     lightning_indexer_grad_inputs,
     lightning_indexer_grad_oracle,
     lightning_indexer_oracle,
@@ -540,3 +542,56 @@ def test_rotary_embedding_cache_gradients(cache, rng):
         build_training_model(forward, "loss", ["x", cache], fuse=False)
     grads = grads_of(train(forward, ["x", cache]), feeds)
     assert_finite_differences(forward, feeds, grads, rng, h=1e-2, rtol=2e-4)
+
+
+# FlashAttentionScore.
+def attention_model(feeds, attrs, outputs=("out",), out="out"):
+    inputs = [n if n in feeds else "" for n in ("query", "key", "value", "atten_mask")]
+    inputs += [n for n in ("actual_seq_lengths_query", "actual_seq_lengths_kv") if n in feeds]
+    while not inputs[-1]:
+        inputs.pop()
+    node = helper.make_node(
+        "FlashAttentionScore", inputs, list(outputs), domain=DOMAIN, name="attention", **attrs
+    )
+    return loss_model([node], feeds, out, feeds["query"].dtype)
+
+
+@pytest.mark.parametrize(
+    "layout, kw",
+    [
+        ("BNSD", {"sparse_mode": 3}),
+        ("BSND", {"mask": "b1"}),
+        ("TND", {"sparse_mode": 3, "dv": 4}),
+    ],
+    ids=["BNSD-causal", "BSND-mask", "TND-causal"],
+)
+@pytest.mark.parametrize("t", [F32, BF16], ids=lambda t: t.name)
+def test_flash_attention_score(t, layout, kw, rng):
+    inputs, attrs = flash_attention_inputs(rng, layout, t, **kw)
+    out_shape = flash_attention_inputs(np.random.default_rng(0), layout, F32, grad=True, **kw)[0]["dy"].shape
+    feeds = inputs | {"R": loss_weights(rng, out_shape, t)}
+    forward = attention_model(feeds, attrs)
+    wrt = ["query", "key", "value"]
+    training = train(forward, wrt)
+    (node,) = nodes_of(training, "FlashAttentionScoreGrad")
+    assert node.input[7] == "out"  # the forward's output and statistics, not recomputed
+    grads = grads_of(training, feeds)
+    dy = feeds["R"].astype(t)
+    refs = flash_attention_grad_oracle(
+        inputs["query"], inputs["key"], inputs["value"], dy, inputs.get("atten_mask"),
+        actual_seq_lengths_query=inputs.get("actual_seq_lengths_query"),
+        actual_seq_lengths_kv=inputs.get("actual_seq_lengths_kv"), **attrs,
+    )  # fmt: skip
+    for name, ref in zip(wrt, refs, strict=True):
+        assert_close(grads[name], ref, TOL[t] if t == F32 else 2 * TOL[t])
+    assert_paths_agree(training, feeds, grads, dict.fromkeys(wrt, TOL[t] if t == F32 else 2 * TOL[t]))
+    if t == F32:
+        assert_finite_differences(forward, feeds, grads, rng, h=1e-3, rtol=5e-4)
+
+
+def test_flash_attention_score_statistics_are_not_differentiated(rng):
+    inputs, attrs = flash_attention_inputs(rng, "BNSD", F32, sparse_mode=3)
+    feeds = inputs | {"R": np.ones((2, 4, 5, 8), np.float32)}
+    forward = attention_model(feeds, attrs, ("out", "row_max"), "row_max")
+    with pytest.raises(GradientError, match="FlashAttentionScore node 'attention'.*statistic"):
+        build_training_model(forward, "loss", ["query"])

@@ -6,6 +6,7 @@ from ...domain import DOMAIN
 from ..graph import GradientRule
 from . import (
     elementwise,
+    flash_attention_score,
     index,
     lightning_indexer,
     linalg,
@@ -21,6 +22,7 @@ RULES: dict[tuple[str, str], GradientRule] = {
     (DOMAIN, "RmsNorm"): rms_norm.rms_norm,
     (DOMAIN, "RotaryPositionEmbedding"): rotary_position_embedding.rotary_position_embedding,
     (DOMAIN, "LightningIndexer"): lightning_indexer.lightning_indexer,
+    (DOMAIN, "FlashAttentionScore"): flash_attention_score.flash_attention_score,
     # Standard ops that our grad ops serve too.
     ("", "RMSNormalization"): rms_norm.rms_normalization,
     ("", "RotaryEmbedding"): rotary_position_embedding.rotary_embedding,

@@ -8,6 +8,7 @@ from . import (
     apply_adam_w_rules,
     checks,
     flash_attention_score,
+    flash_attention_score_grad,
     flash_attention_score_layout,
     flash_attention_score_rules,
     lightning_indexer,
@@ -17,6 +18,8 @@ from . import (
 )
 from .apply_adam_w import ApplyAdamW
 from .flash_attention_score import FlashAttentionScore
+from .flash_attention_score_grad import FlashAttentionScoreGrad
+from .flash_attention_score_grad import FlashAttentionScoreGrad
 from .flash_attention_score_mask import AttentionAllowed
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
@@ -42,6 +45,7 @@ FUNCTIONS: dict[str, OnnxFunction] = {
         LightningIndexerGrad,
         ApplyAdamW,
         FlashAttentionScore,
+        FlashAttentionScoreGrad,
     )
 }
 
@@ -53,6 +57,7 @@ VARIANTS: dict[str, dict[frozenset[str], tuple[str, OnnxFunction]]] = {
     "LightningIndexer": lightning_indexer.VARIANTS,
     "LightningIndexerGrad": lightning_indexer_grad.VARIANTS,
     "FlashAttentionScore": flash_attention_score.VARIANTS,
+    "FlashAttentionScoreGrad": flash_attention_score_grad.VARIANTS,
 }
 
 # Functions the op functions call, each callee before its callers (onnx.reference resolves a
@@ -110,6 +115,8 @@ HELPERS: tuple[OnnxFunction, ...] = (
     flash_attention_score.AttentionForwardLoop,
     flash_attention_score.AttentionForward,
     flash_attention_score.AttentionAnyRank,
+    flash_attention_score_grad.AttentionGradLoop,
+    flash_attention_score_grad.AttentionBackward,
 )
 
 
@@ -119,7 +126,9 @@ def function_for(op_name: str, inputs: Collection[str]) -> tuple[str, OnnxFuncti
     that tests for them at run time where no variant has them (sets the contract refuses)."""
     variants = VARIANTS.get(op_name, {})
     present = set(inputs) & _optional(variants)
-    return next((variant for given, variant in variants.items() if given == present), ("", FUNCTIONS[op_name]))
+    return next(
+        (variant for given, variant in variants.items() if given == present), ("", FUNCTIONS[op_name])
+    )
 
 
 def _optional(variants: dict[frozenset[str], tuple[str, OnnxFunction]]) -> frozenset[str]:

@@ -36,9 +36,11 @@ void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, const Fa
   w.drow.resize(static_cast<size_t>(m));
   for (int64_t h = t.head_begin; h < t.head_end; ++h) {
     const int64_t r0 = (h - t.head_begin) * rows;
-    fa_load_rows(x.query + g.query_at(g.query, b, h, t.rows.begin), g.query.row, rows, d, w.q.data() + r0 * d);
-    fa_load_rows(x.dy + g.query_at(g.out, b, h, t.rows.begin), g.out.row, rows, dv, w.dy.data() + r0 * dv);
-    fa_load_rows(x.attention_in + g.query_at(g.out, b, h, t.rows.begin), g.out.row, rows, dv, w.out.data());
+    const int64_t q_at = g.query_at(g.query, b, h, t.rows.begin);
+    const int64_t o_at = g.query_at(g.out, b, h, t.rows.begin);
+    fa_load_rows(x.query + q_at, g.query.row, rows, d, w.q.data() + r0 * d);
+    fa_load_rows(x.dy + o_at, g.out.row, rows, dv, w.dy.data() + r0 * dv);
+    fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, w.out.data());
     for (int64_t r = 0; r < rows; ++r) {
       const float* dyr = w.dy.data() + (r0 + r) * dv;
       const float* o = w.out.data() + r * dv;
@@ -94,7 +96,8 @@ void key_block(const Tensors<T>& x, const FlashAttentionGeometry& g, const std::
   const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, kv, k0), g.key.row, n, d, w.k);
   const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, kv, k0), g.value.row, n, dv, w.v);
   for (const FaQueryTask& t : tasks) {
-    if (t.batch != b || t.kv_head != kv || t.rows.end <= queries.begin || t.rows.begin >= queries.end) continue;
+    const bool reads = t.rows.end > queries.begin && t.rows.begin < queries.end;
+    if (t.batch != b || t.kv_head != kv || !reads) continue;
     const int64_t m = (t.head_end - t.head_begin) * (t.rows.end - t.rows.begin);
     load_queries(x, g, t, w);
     tile(x, g, t, k0, n, kt, vt, w);
@@ -116,7 +119,8 @@ void query_task(const Tensors<T>& x, const FlashAttentionGeometry& g, const FaQu
   const FaRange keys = fa_block_keys(g, b, t.rows);
   if (!keys.empty()) load_queries(x, g, t, w);
   // Key blocks on pass 1's boundaries, so that both passes recompute the same tiles.
-  for (int64_t k0 = keys.empty() ? keys.end : keys.begin / kFaKeyBlock * kFaKeyBlock; k0 < keys.end; k0 += kFaKeyBlock) {
+  const int64_t first = keys.empty() ? keys.end : keys.begin / kFaKeyBlock * kFaKeyBlock;
+  for (int64_t k0 = first; k0 < keys.end; k0 += kFaKeyBlock) {
     const int64_t n = std::min(kFaKeyBlock, g.key_rows(b) - k0);
     const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, t.kv_head, k0), g.key.row, n, d, w.k);
     const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, t.kv_head, k0), g.value.row, n, dv, w.v);
@@ -132,9 +136,10 @@ void query_task(const Tensors<T>& x, const FlashAttentionGeometry& g, const FaQu
 }  // namespace
 
 template <class T>
-void flash_attention_score_grad(const T* query, const T* key, const T* value, const T* dy, const uint8_t* mask,
-                                const float* softmax_max, const float* softmax_sum, const T* attention_in,
-                                const FlashAttentionGeometry& g, T* dq, T* dk, T* dv, const Parallel& parallel) {
+void flash_attention_score_grad(const T* query, const T* key, const T* value, const T* dy,
+                                const uint8_t* mask, const float* softmax_max, const float* softmax_sum,
+                                const T* attention_in, const FlashAttentionGeometry& g, T* dq, T* dk, T* dv,
+                                const Parallel& parallel) {
   single_threaded_blas();
   const Tensors<T> x{query, key, value, dy, attention_in, mask, softmax_max, softmax_sum, dq, dk, dv};
   const std::vector<FaQueryTask> tasks = fa_query_tasks(g);

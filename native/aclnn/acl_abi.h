@@ -12,6 +12,7 @@ typedef int aclError;
 typedef void* aclrtStream;
 typedef struct aclTensor aclTensor;
 typedef struct aclOpExecutor aclOpExecutor;
+typedef struct aclIntArray aclIntArray;
 
 typedef enum {
   ACL_DT_UNDEFINED = -1,
@@ -115,5 +116,22 @@ using ApplyAdamWPrepare = aclnnStatus (*)(aclTensor* var_ref, aclTensor* m_ref, 
                                           const aclTensor* step, float lr, float beta1, float beta2,
                                           float weight_decay, float eps, bool amsgrad, bool maximize,
                                           uint64_t* workspace_size, aclOpExecutor** executor);
+
+// aclnnFlashAttentionScore(Grad): realShift / pse, dropMask, paddingMask and prefix are passed NULL.
+using FlashAttentionScorePrepare = aclnnStatus (*)(
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* real_shift,
+    const aclTensor* drop_mask, const aclTensor* padding_mask, const aclTensor* atten_mask,
+    const aclIntArray* prefix, double scale_value, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
+    int64_t head_num, char* input_layout, int64_t inner_precise, int64_t sparse_mode,
+    const aclTensor* softmax_max_out, const aclTensor* softmax_sum_out, const aclTensor* softmax_out_out,
+    const aclTensor* attention_out_out, uint64_t* workspace_size, aclOpExecutor** executor);
+using FlashAttentionScoreGradPrepare = aclnnStatus (*)(
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* dy,
+    const aclTensor* pse_shift, const aclTensor* drop_mask, const aclTensor* padding_mask,
+    const aclTensor* atten_mask, const aclTensor* softmax_max, const aclTensor* softmax_sum,
+    const aclTensor* softmax_in, const aclTensor* attention_in, const aclIntArray* prefix, double scale_value,
+    double keep_prob, int64_t pre_tokens, int64_t next_tokens, int64_t head_num, char* input_layout,
+    int64_t inner_precise, int64_t sparse_mode, const aclTensor* dq_out, const aclTensor* dk_out,
+    const aclTensor* dv_out, const aclTensor* dpse_out, uint64_t* workspace_size, aclOpExecutor** executor);
 
 }  // namespace oao::acl

@@ -94,6 +94,7 @@ inline void store_float(void* p, aclDataType dtype, float v) {
 }
 
 inline int64_t load_int(const void* p, aclDataType dtype) {
+  if (dtype == ACL_BOOL || dtype == ACL_UINT8) return *static_cast<const uint8_t*>(p);  // masks
   if (dtype == ACL_INT32) {
     int32_t v;
     std::memcpy(&v, p, sizeof v);

@@ -6,6 +6,7 @@ vendor call without key rows, and the page's limits refused before the vendor is
 import numpy as np
 import pytest
 from aclnn_checks import assert_refused
+from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
 from test_flash_attention_score import CASES, check
 
 from oracles import F16, F32, flash_attention_inputs
@@ -46,7 +47,5 @@ def test_head_dim_limit(rng, emulator):
 
 
 def test_tnd_is_not_bound_yet(rng, emulator):
-    from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
-
     inputs, attrs = flash_attention_inputs(rng, "TND", F16)
     assert_refused(emulator, OP, inputs, attrs, "aclnnFlashAttentionVarLenScore", error=OrtNotImplemented)

@@ -34,6 +34,11 @@ def raw_model(op_name, inputs, outputs, attrs=None, with_functions=True):
     return attach_functions(model) if with_functions else model
 
 
+def fed(inputs):
+    """The feeds of a raw model's inputs: None marks an empty slot, which takes none."""
+    return {name: a for name, a in inputs.items() if a is not None}
+
+
 def bits(a):
     """The array's raw bytes, for bit-for-bit comparisons of any dtype."""
     return np.ascontiguousarray(a).view(np.uint8).tobytes()

@@ -10,7 +10,7 @@ from onnx import helper
 
 from cases import CASES
 from engines import run
-from harness import raw_model
+from harness import fed, raw_model
 from ort_ascend_ops import make_op_model, make_session
 
 OPS = list(CASES)
@@ -26,11 +26,6 @@ def native_model(case):
     # Without the reference functions, which the kernels do not need (ORT would parse them).
     types = {name: (a.dtype, [None] * a.ndim) for name, a in case.inputs.items()}
     return make_op_model(case.op, types, case.attrs, outputs=case.outputs, with_functions=False)
-
-
-def fed(inputs):
-    """The feeds of a raw model's inputs: None marks an empty slot, which takes none."""
-    return {name: a for name, a in inputs.items() if a is not None}
 
 
 def is_ort_error(error):

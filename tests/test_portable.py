@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from cases import CASES
-from harness import raw_model
+from harness import fed, raw_model
 from oracles import (
     BF16,
     F16,
@@ -189,7 +189,7 @@ def test_refused_inputs_are_errors_naming_the_op_and_the_rule_on_both_paths(case
     model = raw_model(op, inputs, outputs, attrs)
     for native in (True, False):
         with pytest.raises(Exception) as error:
-            make_session(model, native=native, threads=threads).run(inputs)
+            make_session(model, native=native, threads=threads).run(fed(inputs))
         message = str(error.value)
         assert type(error.value).__module__.startswith("onnxruntime"), message
         assert op in message and word in message, f"native={native}: {message}"

@@ -8,7 +8,13 @@ from ..opschema import default
 from ._opset import ascend, op
 from .checks import ReadPresent
 from .flash_attention_score import AttentionAnyRank
-from .flash_attention_score_layout import AttentionBatch, AttentionBatchRows, AttentionFromRows, AttentionRows, AttentionStatRows
+from .flash_attention_score_layout import (
+    AttentionBatch,
+    AttentionBatchRows,
+    AttentionFromRows,
+    AttentionRows,
+    AttentionStatRows,
+)
 from .flash_attention_score_mask import AttentionAllowed
 from .flash_attention_score_rules import (
     AttentionGradRules,
@@ -190,16 +196,29 @@ def FlashAttentionScoreGrad(
     cast back to T. The optional inputs are tested for at run time, and read as bool (the mask)
     and int64 (the lengths) only: the variants below serve the other nodes."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     has_mask = op.OptionalHasElement(atten_mask)
     has_lengths_q = op.OptionalHasElement(actual_seq_lengths_query)
     dims = AttentionInputs(
-        dims, index, has_mask, has_lengths_q, op.OptionalHasElement(actual_seq_lengths_kv), sparse_mode=sparse_mode
+        dims,
+        index,
+        has_mask,
+        has_lengths_q,
+        op.OptionalHasElement(actual_seq_lengths_kv),
+        sparse_mode=sparse_mode,
     )
     if has_mask:
         mask = ReadPresent(
-            AttentionAnyRank(has_mask), atten_mask, rule="input 'atten_mask' must be bool (uint8: see attach_functions)"
+            AttentionAnyRank(has_mask),
+            atten_mask,
+            rule="input 'atten_mask' must be bool (uint8: see attach_functions)",
         )
         mask4 = AttentionMask(mask, dims)
     else:
@@ -262,7 +281,13 @@ def FlashAttentionScoreGradPlain(
 ):
     """FlashAttentionScoreGrad for nodes that pass no optional input (layouts BSND to SBH)."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     absent = op.Constant(value=False)
     dims = AttentionInputs(dims, index, absent, absent, absent, sparse_mode=sparse_mode)
@@ -311,7 +336,13 @@ def FlashAttentionScoreGradMask(
 ):
     """FlashAttentionScoreGrad for nodes that pass atten_mask alone (bool or uint8)."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     present = op.Constant(value=True)
     absent = op.Constant(value=False)
@@ -361,7 +392,13 @@ def FlashAttentionScoreGradTnd(
 ):
     """FlashAttentionScoreGrad for nodes that pass both lengths inputs and no mask (layout TND)."""
     dims, index = AttentionRules(
-        query, key, value, head_num=head_num, input_layout=input_layout, sparse_mode=sparse_mode, keep_prob=keep_prob
+        query,
+        key,
+        value,
+        head_num=head_num,
+        input_layout=input_layout,
+        sparse_mode=sparse_mode,
+        keep_prob=keep_prob,
     )
     present = op.Constant(value=True)
     absent = op.Constant(value=False)

@@ -157,7 +157,7 @@ def AttentionInputs(dims, index, has_mask, has_lengths_q, has_lengths_kv, sparse
     dims = Check(
         dims,
         op.Or(tnd, op.Not(op.Or(has_lengths_q, has_lengths_kv))),
-        rule="layouts BSND, BNSD, BSH and SBH take no actual_seq_lengths inputs",
+        rule="layouts BSND, BNSD, BSH and SBH take no input 'actual_seq_lengths_query' or 'actual_seq_lengths_kv'",
     )
     return Check(
         dims,

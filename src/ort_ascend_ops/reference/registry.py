@@ -19,7 +19,6 @@ from . import (
 from .apply_adam_w import ApplyAdamW
 from .flash_attention_score import FlashAttentionScore
 from .flash_attention_score_grad import FlashAttentionScoreGrad
-from .flash_attention_score_grad import FlashAttentionScoreGrad
 from .flash_attention_score_mask import AttentionAllowed
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
@@ -115,7 +114,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     flash_attention_score.AttentionForwardLoop,
     flash_attention_score.AttentionForward,
     flash_attention_score.AttentionAnyRank,
-    flash_attention_score_grad.AttentionGradLoop,
+    flash_attention_score_grad.AttentionBackwardLoop,
     flash_attention_score_grad.AttentionBackward,
 )
 

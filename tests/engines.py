@@ -10,7 +10,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 from onnxscript import evaluator
 
-from harness import raw_model
+from harness import fed, raw_model
 from ort_ascend_ops import aclnn_emulator, make_op_model, make_session
 from ort_ascend_ops.opschema import load_op_specs
 from ort_ascend_ops.reference.registry import function_for
@@ -31,18 +31,17 @@ def run(engine, op_name, inputs, attrs=None, outputs=None, *, threads=None, raw=
     """The produced outputs of op_name as NumPy arrays, in the op's output order. ``outputs``
     picks them as make_op_model does (default: every output the given inputs allow). ``raw``
     (output name -> dtype) builds the node without the schema's checks, for inputs the schema
-    would refuse (native, portable and aclnn)."""
+    would refuse (native, portable and aclnn). An input given as None is an empty slot."""
     attrs = attrs or {}
     assert raw is None or engine in ("native", "portable", "aclnn"), engine
-    if raw is not None:
-        model = raw_model(op_name, inputs, raw, attrs)
-    elif engine in ("native", "portable"):
+    model = None if raw is None else raw_model(op_name, inputs, raw, attrs)
+    inputs = fed(inputs)
+    if model is None and engine in ("native", "portable"):
         # Dynamic dims: the kernel, not ONNX Runtime's shape inference, meets every shape. The
         # kernels need no reference functions (ORT would parse them for every session).
-        types = {name: (a.dtype, [None] * a.ndim) for name, a in inputs.items()}
-        model = make_op_model(op_name, types, attrs, outputs=outputs, with_functions=engine == "portable")
-    else:
-        types = {name: (a.dtype, a.shape) for name, a in inputs.items()}
+        dynamic = {name: (a.dtype, [None] * a.ndim) for name, a in inputs.items()}
+        model = make_op_model(op_name, dynamic, attrs, outputs=outputs, with_functions=engine == "portable")
+    types = {name: (a.dtype, a.shape) for name, a in inputs.items()}
     if engine == "native":
         return make_session(model, threads=threads).run(inputs)
     if engine == "portable":

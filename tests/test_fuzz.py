@@ -24,7 +24,7 @@ def reference_share():
 
 def native_model(case):
     # Without the reference functions, which the kernels do not need (ORT would parse them).
-    types = {name: (a.dtype, [None] * a.ndim) for name, a in case.inputs.items()}
+    types = {name: (a.dtype, [None] * a.ndim) for name, a in fed(case.inputs).items()}
     return make_op_model(case.op, types, case.attrs, outputs=case.outputs, with_functions=False)
 
 

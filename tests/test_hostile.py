@@ -10,7 +10,7 @@ import pytest
 
 from cases import CASES, raw_outputs, small
 from engines import run
-from harness import raw_model
+from harness import fed, raw_model
 from oracles import (
     BF16,
     F16,
@@ -36,13 +36,18 @@ OPS = list(load_op_specs())
 
 def run_shapes(op, shapes, attrs=None):
     """Runs op on float32 inputs of the given shapes, allocated by ONNX Runtime (NumPy refuses
-    shapes like [0, 2^40, 2^40] even when empty). Returns the output shapes."""
+    shapes like [0, 2^40, 2^40] even when empty). Returns the output shapes. A shape of None is an
+    empty slot."""
     types = {name: np.int32 if name == "sparse_indices" else np.float32 for name in shapes}
-    dummies = {name: np.zeros((0,) * len(shape), types[name]) for name, shape in shapes.items()}
+    dummies = {
+        name: None if shape is None else np.zeros((0,) * len(shape), types[name])
+        for name, shape in shapes.items()
+    }
     session = make_session(raw_model(op, dummies, raw_outputs(op), attrs))
     feeds = {
         name: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), types[name])
         for name, shape in shapes.items()
+        if shape is not None
     }
     for name, value in feeds.items():  # fill the small ones, so that no uninitialized memory is read
         if 0 < np.prod(value.shape(), dtype=object) < 1 << 20:
@@ -253,12 +258,13 @@ def test_attribute_of_the_wrong_type_is_an_error_not_the_default(op, name, value
 @pytest.mark.parametrize("op", OPS)
 def test_extra_input_is_an_error(op):
     inputs, attrs = small(op)
-    extra = {**inputs, **{f"extra{i}": np.ones(1, F32) for i in range(8 - len(inputs))}}
-    node_inputs = list(extra)
+    slots = len(load_op_specs()[op].inputs)
+    extra = {**inputs, **{f"extra{i}": np.ones(1, F32) for i in range(slots + 1 - len(inputs))}}
+    node_inputs = [name if a is not None else "" for name, a in extra.items()]
     model = raw_model(op, extra, raw_outputs(op), attrs)
     assert list(model.graph.node[0].input) == node_inputs
     with pytest.raises(Exception) as error:
-        make_session(model).run(extra)
+        make_session(model).run(fed(extra))
     assert type(error.value).__module__.startswith("onnxruntime")
 
 

@@ -136,8 +136,8 @@ EMPTY_BUT_VAST = [
         [[HUGE, 0, 1, 8], [HUGE, 1, 0, 8], [HUGE, 1, 0, 8]],
     ),
     # Heads or head dims of 0 leave the rows and keys unbounded by memory: refused.
-    ({"query": [1, HUGE, 0, 4], "key": [1, HUGE, 1, 4], "value": [1, HUGE, 1, 4]}, {"head_num": 1}, None),
-    ({"query": [1, HUGE, 1, 0], "key": [1, HUGE, 1, 0], "value": [1, HUGE, 1, 4]}, {"head_num": 1}, None),
+    ({"query": [1, HUGE, 0, 4], "key": [1, HUGE, 0, 4], "value": [1, HUGE, 0, 4]}, {"head_num": 1}, None),
+    ({"query": [1, HUGE, 1, 0], "key": [1, HUGE, 1, 0], "value": [1, HUGE, 1, 0]}, {"head_num": 1}, None),
 ]
 
 

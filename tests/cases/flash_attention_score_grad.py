@@ -46,6 +46,7 @@ EMPTY_BUT_VAST = [
             "key": [HUGE, 0, 1, 4],
             "value": [HUGE, 0, 1, 8],
             "dy": [HUGE, 0, 1, 8],
+            "atten_mask": None,
             "softmax_max": [HUGE, 1, 0, 8],
             "softmax_sum": [HUGE, 1, 0, 8],
             "attention_in": [HUGE, 0, 1, 8],
@@ -57,9 +58,10 @@ EMPTY_BUT_VAST = [
     (
         {
             "query": [1, HUGE, 0, 4],
-            "key": [1, HUGE, 1, 4],
-            "value": [1, HUGE, 1, 4],
+            "key": [1, HUGE, 0, 4],
+            "value": [1, HUGE, 0, 4],
             "dy": [1, HUGE, 0, 4],
+            "atten_mask": None,
             "softmax_max": [1, 0, HUGE, 8],
             "softmax_sum": [1, 0, HUGE, 8],
             "attention_in": [1, HUGE, 0, 4],

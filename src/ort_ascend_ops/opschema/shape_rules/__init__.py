@@ -2,7 +2,13 @@
 ``shape = "rule:<name>"``, one module per family."""
 
 from ..shapes import ShapeRule
-from .flash_attention_score import flash_attention_out, flash_attention_stats
+from .flash_attention_score import (
+    flash_attention_dk,
+    flash_attention_dq,
+    flash_attention_dv,
+    flash_attention_out,
+    flash_attention_stats,
+)
 from .lightning_indexer import lightning_indexer_grad, lightning_indexer_topk
 from .rms_norm import rms_norm_rstd
 from .rotary_position_embedding import rotary_dx, rotary_y
@@ -12,6 +18,9 @@ SHAPE_RULES: dict[str, ShapeRule] = {
     "rotary_y": rotary_y,
     "rotary_dx": rotary_dx,
     "flash_attention_out": flash_attention_out,
+    "flash_attention_dq": flash_attention_dq,
+    "flash_attention_dk": flash_attention_dk,
+    "flash_attention_dv": flash_attention_dv,
     "flash_attention_stats": flash_attention_stats,
     "lightning_indexer_topk": lightning_indexer_topk,
     "lightning_indexer_grad_query": lightning_indexer_grad("query"),

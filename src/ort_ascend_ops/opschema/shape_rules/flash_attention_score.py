@@ -20,12 +20,25 @@ def _split(shape: list[Dim], axes: tuple[str, ...]) -> dict[str, Dim]:
     return dict(zip(axes, shape, strict=True))
 
 
+def _check_present(shapes: Mapping[str, Shape], layout: str) -> None:
+    """The optional inputs the layout needs or refuses (``shapes`` holds the present inputs), in the
+    native kernel's words: known from the node alone, so a node breaking them is refused whole."""
+    for name in ("actual_seq_lengths_query", "actual_seq_lengths_kv"):
+        if layout != "TND" and name in shapes:
+            raise ValueError(f"input_layout {layout} takes no input '{name}' (TND only)")
+        if layout == "TND" and name not in shapes:
+            raise ValueError(f"input_layout TND needs input '{name}'")
+    if layout == "TND" and "atten_mask" in shapes:
+        raise ValueError("input_layout TND takes no input 'atten_mask' (the lengths bound each batch)")
+
+
 def _check(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> tuple[str, dict[str, Dim], int]:
     """The layout, query's named dims, and head_num; raises where static dims break a rule."""
     layout = attr(attrs, "input_layout", str)
     head_num = attr(attrs, "head_num", int)
     if head_num < 1:
         raise ValueError(f"head_num must be >= 1, got {head_num}")
+    _check_present(shapes, layout)
     axes = _AXES[layout]
     dims: dict[str, dict[str, Dim]] = {}
     for name in ("query", "key", "value"):
@@ -88,3 +101,18 @@ def flash_attention_stats(shapes: Mapping[str, Shape], attrs: Mapping[str, objec
     if layout == "TND":
         return [q.get("S"), head_num, 8]
     return [q.get("B"), head_num, q.get("S"), 8]
+
+
+def _checked_shape_of(name: str):
+    def rule(shapes: Mapping[str, Shape], attrs: Mapping[str, object]) -> Shape:
+        _check(shapes, attrs)
+        return shapes.get(name)
+
+    rule.__doc__ = f"{name}'s shape"
+    return rule
+
+
+# The gradients have their inputs' shapes; the rules run for the layout's checks.
+flash_attention_dq = _checked_shape_of("query")
+flash_attention_dk = _checked_shape_of("key")
+flash_attention_dv = _checked_shape_of("value")

@@ -19,6 +19,8 @@ WIDTHS = {
     "rotary_position_embedding_grad": HEAD_DIMS,
     "lightning_indexer": {(128, 136)},
     "lightning_indexer_grad": {(128, 136)},
+    "flash_attention_score": {(128, 136)},
+    "flash_attention_score_grad": {(128, 136)},
 }
 QUICK = {(4096, 4160), (128, 136)}
 # ApplyAdamW walks its tensors as one flat array: no row width to fall off a cliff.

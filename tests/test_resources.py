@@ -53,6 +53,8 @@ ALLOWED_GLOBALS = {
     r"(guard variable for )?RegisterCustomOps::library",
     # The CANN libraries the aclnn backend opened: resolved once, then only read.
     r"(guard variable for )?oao::acl::Cann::get\(\)::cann",
+    # The aclnn backend's causal mask for FlashAttentionScore's modes 2 and 3: built once, then only read.
+    r"(guard variable for )?oao::fa_causal_mask\(\)::mask",
     # ORT's C++ API: the OrtApi table the library was registered with.
     r"Ort::Global<void>::api_",
 }

@@ -45,18 +45,26 @@ struct FaVendorMask {
   int64_t inner_precise = 0;
 };
 
+// The page's causal mask for modes 2 and 3 (1 above the diagonal), kSide x kSide, built once for
+// every instantiation and thread (a function-local static of one inline function).
+constexpr int64_t kFaCausalSide = 2048;
+inline const std::vector<uint8_t>& fa_causal_mask() {
+  static const std::vector<uint8_t> mask = [] {
+    std::vector<uint8_t> m(kFaCausalSide * kFaCausalSide);
+    for (int64_t i = 0; i < kFaCausalSide; ++i)
+      for (int64_t j = i + 1; j < kFaCausalSide; ++j) m[i * kFaCausalSide + j] = 1;
+    return m;
+  }();
+  return mask;
+}
+
 template <class Signature, class Args>
 FaVendorMask fa_vendor_mask(AclnnCall& call, const Signature& op, const Args& a) {
   FaVendorMask v;
   if (op.sparse_mode != 0) {
-    constexpr int64_t kSide = 2048;
-    static const std::vector<uint8_t> causal = [] {
-      std::vector<uint8_t> m(kSide * kSide);
-      for (int64_t i = 0; i < kSide; ++i)
-        for (int64_t j = i + 1; j < kSide; ++j) m[i * kSide + j] = 1;
-      return m;
-    }();
-    v.mask = call.tensor(call.to_device(causal.data(), causal.size()), {kSide, kSide}, ACL_UINT8);
+    const std::vector<uint8_t>& causal = fa_causal_mask();
+    v.mask = call.tensor(call.to_device(causal.data(), causal.size()), {kFaCausalSide, kFaCausalSide},
+                         ACL_UINT8);
   } else if (a.mask) {
     const aclDataType type = a.mask->type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL ? ACL_BOOL : ACL_UINT8;
     v.mask = call.tensor(a.mask->data, a.mask->shape, type);

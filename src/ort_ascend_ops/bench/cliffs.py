@@ -39,6 +39,10 @@ ROPE_BENCHES = [
 ]
 # (S1, S2, N1, K) around the head dim, by quick: the quick bench's, DeepSeek's with 32 query tokens.
 INDEXER_GEOMETRY = {True: (16, 512, 8, 128), False: (32, 8192, 64, 2048)}
+# FlashAttentionScore/Grad: the head dim is the GEMMs' inner (QK^T) and outer (PV) width; unmasked,
+# S1 = S2 = S by quick.
+ATTENTION_WIDTHS = [(128, 136)]
+ATTENTION_S = {True: 256, False: 1024}
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,12 @@ def pairs(quick: bool, dtypes: Sequence[str]) -> list[Pair]:
         Pair(bench, "", *((s1, s2, n1, d, k, dtype) for d in widths))
         for bench in ("lightning_indexer", "lightning_indexer_grad")
         for widths in _widths(INDEXER_WIDTHS, quick)
+        for dtype in dtypes
+    ]
+    plan += [
+        Pair(bench, "", *((ATTENTION_S[quick], d, 0, dtype) for d in widths))
+        for bench in ("flash_attention_score", "flash_attention_score_grad")
+        for widths in _widths(ATTENTION_WIDTHS, quick)
         for dtype in dtypes
     ]
     return plan

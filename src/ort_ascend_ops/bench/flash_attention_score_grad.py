@@ -38,7 +38,7 @@ def forward_outputs(inputs: dict[str, np.ndarray], attrs: dict) -> dict[str, np.
 def make(case: tuple[int, int, int, str]) -> Case:
     s, d, mode, dtype = case
     given = inputs_for(s, d, dtype, grad=True)
-    attrs = attrs_for(d, mode)
+    attrs = attrs_for(mode)
     inputs = given | forward_outputs(given, attrs)
     inputs = {
         name: inputs[name]

@@ -27,10 +27,7 @@ import onnx_ir as ir
 from onnxscript.rewriter import pattern
 
 from ..domain import DOMAIN
-from .values import allows_types, constant_list, dims, scalar
-
-# A mask value at or below this excludes its key (float16's lowest finite value).
-_EXCLUDED = -65504.0
+from .values import EXCLUDED, allows_types, constant_list, dims, scalar
 
 
 def _constant(value: ir.Value | None) -> np.ndarray | None:
@@ -76,7 +73,7 @@ def _is_causal(mask: np.ndarray, batch: int, s1: int, s2: int) -> bool:
     except ValueError:
         return False
     allowed = np.arange(s2)[None, :] <= (s2 - s1) + np.arange(s1)[:, None]
-    return bool(np.all(full[:, allowed] == 0) and np.all(full[:, ~allowed] <= _EXCLUDED))
+    return bool(np.all(full[:, allowed] == 0) and np.all(full[:, ~allowed] <= EXCLUDED))
 
 
 def _axes_are(value: ir.Value | None, rank: int, axis: int) -> bool:

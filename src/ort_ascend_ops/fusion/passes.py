@@ -17,6 +17,7 @@ from ..domain import DOMAIN, VERSION
 from ..export import parameter_names
 from ..opschema import register_schemas
 from ..reference import attach_functions
+from .flash_attention_score import FLASH_ATTENTION_RULES
 from .lightning_indexer import LIGHTNING_INDEXER_RULES
 from .rms_norm import RMS_NORM_RULES
 from .rotary_position_embedding import ROTARY_RULES
@@ -24,7 +25,10 @@ from .rotary_position_embedding import ROTARY_RULES
 logger = logging.getLogger(__name__)
 
 # Norms first: a rotary pattern never contains one, and its cos/sin checks then see final shapes.
-_RULES = pattern.RewriteRuleSet([*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES], commute=True)
+# Attention last: its q and k are then the rotary op's outputs.
+_RULES = pattern.RewriteRuleSet(
+    [*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES, *FLASH_ATTENTION_RULES], commute=True
+)
 
 
 def _is_parameter(value: ir.Value | None, keep: Collection[str]) -> bool:

@@ -6,6 +6,10 @@ import onnx_ir as ir
 
 from ..opschema import bind_types, load_op_specs
 
+# A mask value at or below this excludes its key: no score climbs over it (float16's lowest finite
+# value; transformers adds its dtype's lowest, the exporter -inf or its dtype's lowest).
+EXCLUDED = -65504.0
+
 
 def constant_list(value: ir.Value | None) -> list | None:
     """The constant's elements as a flat list, or None when it is not a constant."""

@@ -1,7 +1,8 @@
 """Hugging Face Llama, Qwen2 and Mistral exports (models/hf, made by models/hf_models.py with
-export_torch) trained through build_training_model: the graph carries one RmsNormGrad per norm
-and one RotaryPositionEmbeddingGrad per rotated tensor, and every parameter's gradient equals
-PyTorch autograd's on the same weights and batch, native and portable; fuse keeps the outputs.
+export_torch) trained through build_training_model: the graph carries one RmsNormGrad per norm,
+one RotaryPositionEmbeddingGrad per rotated tensor and one FlashAttentionScoreGrad per layer,
+and every parameter's gradient equals PyTorch autograd's on the same weights and batch, native
+and portable; fuse keeps the outputs.
 With torch and transformers installed, Qwen2 and Mistral are exported again live (Llama in
 tests/test_training_loop.py)."""
 
@@ -23,6 +24,11 @@ from ort_ascend_ops.training import build_training_model
 FIXTURES = Path(__file__).parents[1] / "models" / "hf"
 CASES = [(e, size) for e in hf.exports() for size in ([e.batch] if e.batch else hf.BATCHES)]
 FLOAT32_TOLERANCE = 1e-5
+GRAD_OPS = {
+    "RmsNormGrad": hf.NORMS,
+    "RotaryPositionEmbeddingGrad": hf.ROTATED,
+    "FlashAttentionScoreGrad": hf.ATTENTIONS,
+}
 BFLOAT16_TOLERANCE = 2.5e-2
 
 
@@ -71,7 +77,7 @@ def worst_gradient_error(model, data, native):
 @pytest.mark.parametrize("case, size", CASES, ids=[f"{e.name}-b{size}" for e, size in CASES])
 def test_gradients_equal_torch_autograd(case, size, native):
     model = training(case)
-    assert grad_ops(model) == {"RmsNormGrad": hf.NORMS, "RotaryPositionEmbeddingGrad": hf.ROTATED}
+    assert grad_ops(model) == GRAD_OPS
     data = expected(hf.gradients_name(case.arch, case.loss, size))
     assert worst_gradient_error(model, data, native) < FLOAT32_TOLERANCE
 
@@ -81,7 +87,7 @@ def test_bfloat16_gradients_equal_torch_autograd(native):
     case = hf.Export("llama", "dynamic", 23, "ce", None)
     data = expected(f"{hf.gradients_name(case.arch, case.loss, 2)}_bf16")
     model = build_training_model(exported(f"{case.name}_bf16"), "loss", parameters_of(data))
-    assert grad_ops(model) == {"RmsNormGrad": hf.NORMS, "RotaryPositionEmbeddingGrad": hf.ROTATED}
+    assert grad_ops(model) == GRAD_OPS
     results = outputs_of(model, inputs_of(data), native)
     for p in parameters_of(data):
         assert (
@@ -97,7 +103,11 @@ def test_fuse_keeps_the_outputs(case):
     model = exported(case.name)
     fused = fuse(model)
     ours = collections.Counter(n.op_type for n in fused.graph.node if n.domain == "ort_ascend_ops")
-    assert ours == {"RmsNorm": hf.NORMS, "RotaryPositionEmbedding": hf.ROTATED}
+    assert ours == {
+        "RmsNorm": hf.NORMS,
+        "RotaryPositionEmbedding": hf.ROTATED,
+        "FlashAttentionScore": hf.ATTENTIONS,
+    }
     onnx.checker.check_model(fused, full_check=True)
     inputs = inputs_of(expected(hf.gradients_name(case.arch, case.loss, 2)))
     before = make_session(model, native=False).run(inputs)

@@ -19,7 +19,7 @@ LOSSES = ("ce", "mse")
 SEQUENCE = 8
 SEED = 0
 # GQA (4 query heads over 2 key-value heads) of head size 8, two layers: 5 norms (two per layer
-# and the final one), 4 rotated tensors (q and k per layer).
+# and the final one), 4 rotated tensors (q and k per layer), 2 attentions.
 SIZES = dict(
     hidden_size=32,
     intermediate_size=48,
@@ -33,6 +33,7 @@ SIZES = dict(
 )
 NORMS = 2 * SIZES["num_hidden_layers"] + 1
 ROTATED = 2 * SIZES["num_hidden_layers"]
+ATTENTIONS = SIZES["num_hidden_layers"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ A Dropout is taken only where it drops nothing (no training_mode, or ratio 0). T
 ``flash_attention_score_mask``'s: a run-time mask only where the original gives 0 on a row
 without keys (the exporter's SDPA, the standard Attention), which torch's SDPA gives too.
 Anything else (softcapping, attention sinks, a bias, scores in another type than q's, a Dropout
-that drops) is left as it was."""
+that drops, a mask made of a LightningIndexer's selection) is left as it was."""
 
 from __future__ import annotations
 
@@ -31,45 +31,50 @@ from onnxscript.rewriter import pattern
 
 from ..domain import DOMAIN
 from .flash_attention_score_mask import MaskPlan, plan_constant, plan_value, read_addend
-from .values import allows_types, constant_list, dims, elem_type, same_dim, scalar
-
-
-def _op(value: ir.Value | None, *types: str) -> ir.Node | None:
-    """The value's producer when it is a default-domain node of one of ``types``."""
-    node = None if value is None else value.producer()
-    return node if node is not None and node.domain == "" and node.op_type in types else None
+from .values import (
+    allows_types,
+    computed_from,
+    constant_list,
+    dims,
+    elem_type,
+    produced_by,
+    same_dim,
+    scalar,
+)
 
 
 def _scalar_factor(node: ir.Node) -> tuple[ir.Value, float] | None:
     """A Mul or Div by a one-element float constant: (the other operand, the factor it applies)."""
     a, b = node.inputs
-    if node.op_type == "Mul" and isinstance(scalar(a), float):
-        return b, scalar(a)
-    if isinstance(scalar(b), float):
-        return a, scalar(b) if node.op_type == "Mul" else 1.0 / scalar(b)
+    if node.op_type == "Mul" and isinstance(factor := scalar(a), float) and b is not None:
+        return b, factor
+    if isinstance(factor := scalar(b), float) and a is not None:
+        return a, factor if node.op_type == "Mul" else 1.0 / factor
     return None
 
 
-def _unscaled(value: ir.Value) -> tuple[ir.Value, float]:
+def _unscaled(value: ir.Value | None) -> tuple[ir.Value | None, float]:
     """``value`` without the constant factors applied to it, and their product."""
     factor = 1.0
-    while (node := _op(value, "Mul", "Div")) is not None and (found := _scalar_factor(node)) is not None:
+    while (node := produced_by(value, "Mul", "Div")) is not None and (
+        found := _scalar_factor(node)
+    ) is not None:
         value, applied = found
         factor *= applied
     return value, factor
 
 
-def _untransposed(value: ir.Value) -> ir.Value | None:
+def _untransposed(value: ir.Value | None) -> ir.Value | None:
     """k where ``value`` is k [B, N, S, D] with its last two axes swapped: a Transpose, or the
     exporter's Reshape to [-1, S, D], Transpose and Reshape back to [B, N, D, S]."""
-    node = _op(value, "Transpose", "Reshape")
+    node = produced_by(value, "Transpose", "Reshape")
     if node is None:
         return None
     if node.op_type == "Transpose":
         return node.inputs[0] if list(node.attributes.get_ints("perm", ())) == [0, 1, 3, 2] else None
-    swap = _op(node.inputs[0], "Transpose")
-    merged = _op(swap.inputs[0], "Reshape") if swap is not None else None
-    if merged is None or list(swap.attributes.get_ints("perm", ())) != [0, 2, 1]:
+    swap = produced_by(node.inputs[0], "Transpose")
+    merged = produced_by(swap.inputs[0], "Reshape") if swap is not None else None
+    if swap is None or merged is None or list(swap.attributes.get_ints("perm", ())) != [0, 2, 1]:
         return None
     key = merged.inputs[0]
     k, flat, out = dims(key), dims(merged.outputs[0]), dims(value)
@@ -80,9 +85,9 @@ def _untransposed(value: ir.Value) -> ir.Value | None:
     return key if keeps and all(map(same_dim, out, [k[0], k[1], k[3], k[2]])) else None
 
 
-def _whole(value: ir.Value) -> ir.Value:
+def _whole(value: ir.Value | None) -> ir.Value | None:
     """``value`` before the Slices that take all of it (``x[:, :, None]`` at dynamic shapes)."""
-    while (node := _op(value, "Slice")) is not None:
+    while (node := produced_by(value, "Slice")) is not None:
         inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
         starts, ends, steps = (constant_list(inputs[i]) for i in (1, 2, 4))
         if not (starts and set(starts) == {0} and ends and min(ends) >= 2**62 and set(steps or [1]) == {1}):
@@ -94,18 +99,19 @@ def _whole(value: ir.Value) -> ir.Value:
 def _unrepeated(value: ir.Value) -> tuple[ir.Value, int]:
     """(kv, G) where ``value`` is kv [B, N2, S, D] with each head repeated G times in a row, as
     ``Reshape(Expand(Unsqueeze(kv, [2]), [B, N2, G, S, D]), [B, N2 * G, S, D])``; else (value, 1)."""
-    reshape = _op(value, "Reshape")
-    expand = _op(_whole(reshape.inputs[0]), "Expand") if reshape is not None else None
-    unsqueeze = _op(_whole(expand.inputs[0]), "Unsqueeze") if expand is not None else None
+    reshape = produced_by(value, "Reshape")
+    expand = produced_by(_whole(reshape.inputs[0]), "Expand") if reshape is not None else None
+    unsqueeze = produced_by(_whole(expand.inputs[0]), "Unsqueeze") if expand is not None else None
     if (
-        unsqueeze is None
+        expand is None
+        or unsqueeze is None
         or len(unsqueeze.inputs) != 2
         or constant_list(unsqueeze.inputs[1]) not in ([2], [-3])
     ):
         return value, 1
     source = _whole(unsqueeze.inputs[0])
-    s, e, r = dims(source), dims(expand.outputs[0]), dims(value)
-    if s is None or e is None or r is None or (len(s), len(e), len(r)) != (4, 5, 4):
+    s, e, r = dims(source), _expanded(expand), dims(value)
+    if source is None or s is None or e is None or r is None or (len(s), len(e), len(r)) != (4, 5, 4):
         return value, 1
     if not (isinstance(e[1], int) and isinstance(e[2], int) and e[1] == s[1]):
         return value, 1
@@ -114,6 +120,31 @@ def _unrepeated(value: ir.Value) -> tuple[ir.Value, int]:
     ):
         return source, e[2]
     return value, 1
+
+
+def _target(shape: ir.Value | None) -> list | None:
+    """An Expand's target shape, None for each entry not known now: a constant, or a Concat of
+    one-element pieces (the exporter's at dynamic shapes)."""
+    if (whole := constant_list(shape)) is not None:
+        return whole
+    concat = produced_by(shape, "Concat")
+    if concat is None:
+        return None
+    pieces = [constant_list(piece) for piece in concat.inputs]
+    if any(piece is not None and len(piece) != 1 for piece in pieces):
+        return None
+    return [piece[0] if piece is not None else None for piece in pieces]
+
+
+def _expanded(expand: ir.Node) -> list | None:
+    """The Expand's output dims, its target's where inference left a dim unknown (a target dim
+    above 1 is the output's)."""
+    e, target = dims(expand.outputs[0]), _target(expand.inputs[1])
+    if e is None or target is None or len(target) != len(e):
+        return e
+    return [
+        t if not isinstance(d, int) and t is not None and t > 1 else d for d, t in zip(e, target, strict=True)
+    ]
 
 
 def _heads(key: ir.Value, value: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -136,16 +167,16 @@ def _drops_nothing(node: ir.Node) -> bool:
 
 def _is_nan_guard(node: ir.Node) -> bool:
     """``Where(IsNaN(p), 0, p)``."""
-    test = _op(node.inputs[0], "IsNaN")
+    test = produced_by(node.inputs[0], "IsNaN")
     return test is not None and test.inputs[0] is node.inputs[2] and scalar(node.inputs[1]) == 0
 
 
-def _softmax(probabilities: ir.Value) -> tuple[ir.Node, bool] | str:
+def _softmax(probabilities: ir.Value | None) -> tuple[ir.Node, bool] | str:
     """The Softmax the probabilities come from through Casts, identity Dropouts and the NaN guard,
     and whether the guard is there."""
     guarded, value = False, probabilities
     while True:
-        node = _op(value, "Softmax", "Cast", "Dropout", "Where")
+        node = produced_by(value, "Softmax", "Cast", "Dropout", "Where")
         if node is None:
             return "the probabilities are not a Softmax's"
         if node.op_type == "Softmax":
@@ -157,6 +188,12 @@ def _softmax(probabilities: ir.Value) -> tuple[ir.Node, bool] | str:
                 return "a Where other than the NaN guard after the Softmax"
             guarded = True
         value = node.inputs[2] if node.op_type == "Where" else node.inputs[0]
+
+
+def _selected(mask: MaskPlan) -> bool:
+    """A mask made of a LightningIndexer's selection: that attention stays a Softmax, whose
+    probabilities the indexer's warm-up loss reads (training/indexer_warmup.py)."""
+    return mask.value is not None and computed_from(mask.value, DOMAIN, "LightningIndexer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,8 +234,8 @@ def _types_fit(query: ir.Value, key: ir.Value, value: ir.Value, out: ir.Value) -
 def _bnsd(query, key, value, out) -> list | str:
     """[B, N1, S1, S2] of the scores where q [B, N1, S1, D], k [B, N, S2, D], v [B, N, S2, Dv]
     and out [B, N1, S1, Dv] agree (N = N1, or N1's divisor for a key and value of N2 heads)."""
-    q, k, v, o = (dims(x) for x in (query, key, value, out))
-    if any(d is None or len(d) != 4 for d in (q, k, v, o)):
+    q, k, v, o = (dims(x) or [] for x in (query, key, value, out))
+    if any(len(d) != 4 for d in (q, k, v, o)):
         return "q, k, v or the output is not 4-D"
     heads = q[1]
     if not isinstance(heads, int) or not isinstance(k[1], int) or not k[1] or heads % k[1] or k[1] != v[1]:
@@ -220,11 +257,11 @@ class SoftmaxAttention(pattern.RewriteRuleClassBase):
         if isinstance(found, str):
             return result.fail(found)
         softmax, guarded = found
-        logits = softmax.inputs[0]
+        logits: ir.Value | None = softmax.inputs[0]
         shape = dims(logits)
         if shape is None or len(shape) != 4 or softmax.attributes.get_int("axis", None) not in (-1, 3):
             return result.fail("the Softmax is not over the last axis of 4-D scores")
-        while (cast := _op(logits, "Cast")) is not None:
+        while (cast := produced_by(logits, "Cast")) is not None:
             logits = cast.inputs[0]
         parsed = self._scores(logits, shape)
         if isinstance(parsed, str):
@@ -239,19 +276,21 @@ class SoftmaxAttention(pattern.RewriteRuleClassBase):
         mask = self._mask(addend, scores, guarded)
         if isinstance(mask, str):
             return result.fail(mask)
+        if _selected(mask):
+            return result.fail("the mask is a LightningIndexer's selection")
         self._fused = _Fused(query, key, value, scores[1], "BNSD", scale, mask)
         return result
 
     @staticmethod
-    def _scores(logits: ir.Value, shape: list):
+    def _scores(logits: ir.Value | None, shape: list):
         """(q, k, scale, mask addend or None) of ``q . k * scale + mask``, or a reason."""
-        add = _op(logits, "Add")
+        add = produced_by(logits, "Add")
         candidates = (
             [(add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])] if add else [(logits, None)]
         )
         for scores, addend in candidates:
             product, scale = _unscaled(scores)
-            matmul = _op(product, "MatMul")
+            matmul = produced_by(product, "MatMul")
             if matmul is None:
                 continue
             query, q_scale = _unscaled(matmul.inputs[0])
@@ -260,6 +299,8 @@ class SoftmaxAttention(pattern.RewriteRuleClassBase):
             if key is None:
                 return "the key is not transposed over its last two axes"
             key, k_inner = _unscaled(key)
+            if query is None or key is None:
+                return "q or k is missing"
             product_dims = dims(product)
             if product_dims is None or not all(map(same_dim, product_dims, shape)):
                 return "the mask broadcasts the scores to another shape"
@@ -323,15 +364,17 @@ class StandardAttention(pattern.RewriteRuleClassBase):
         mask = self._mask(inputs[3], scores, bool(node.attributes.get_int("is_causal", 0)))
         if isinstance(mask, str):
             return result.fail(mask)
+        if _selected(mask):
+            return result.fail("the mask is a LightningIndexer's selection")
         self._fused = _Fused(query, key, value, scores[1], layout, scale, mask)
         return result
 
     @staticmethod
     def _bsh(node: ir.Node, query, key, value, out):
         """(scores [B, N1, S1, S2], D) of 3-D q [B, S1, N1 * D], k [B, S2, N2 * D], v [B, S2, N2 * Dv]."""
-        q, k, v, o = (dims(x) for x in (query, key, value, out))
+        q, k, v, o = (dims(x) or [] for x in (query, key, value, out))
         heads, kv_heads = (node.attributes.get_int(a, 0) for a in ("q_num_heads", "kv_num_heads"))
-        if any(d is None or len(d) != 3 or not isinstance(d[2], int) for d in (q, k, v, o)):
+        if any(len(d) != 3 or not isinstance(d[2], int) for d in (q, k, v, o)):
             return "q, k, v or the output is not 3-D with a static last axis", None
         if (
             not heads

@@ -8,7 +8,7 @@ no mask, causal from the bottom right or the top left is sparse_mode 3 or 2 with
 where both fit, as at S1 == S2), anything else the constant itself, banded as tightly as its
 allowed keys lie (a sliding window: ``pre_tokens = window - 1``, ``next_tokens = 0``). A mask
 computed at run time (a padding mask, or any mask of a dynamic-shape export) is passed as it is,
-negated, in a shape the op takes; the dynamic export of ``is_causal`` (a lower Trilu of ones) is
+negated, in a shape the op takes; the exporter's ``is_causal`` (a lower Trilu of ones) is
 recognized as sparse_mode 2.
 
 A row left without keys is where the spellings differ: the op gives it 0, torch's
@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 import onnx_ir as ir
 
-from .values import EXCLUDED, dims, same_dim, scalar
+from .values import EXCLUDED, dims, produced_by, same_dim, scalar
 
 # The band's "unbounded", FlashAttentionScore's default pre_tokens and next_tokens.
 UNBOUNDED = 2**31 - 1
@@ -126,7 +126,7 @@ def plan_constant(allowed: np.ndarray, scores: list, rows_zero: bool, causal: bo
     return MaskPlan(constant=~full)
 
 
-def plan_value(value: ir.Value, negate: bool, scores: list) -> MaskPlan | str:
+def plan_value(value: ir.Value | None, negate: bool, scores: list) -> MaskPlan | str:
     """The plan of a boolean mask computed at run time (true where masked, or allowed with
     ``negate``): as it is where its shape is one the op takes, else expanded to it. The caller has
     found it broadcasting to the scores ``[B, N1, S1, S2]``."""
@@ -157,10 +157,8 @@ class Addend:
 
 
 def _uncast(value: ir.Value) -> ir.Value:
-    node = value.producer()
-    while node is not None and node.domain == "" and node.op_type in ("Cast", "CastLike"):
+    while (node := produced_by(value, "Cast", "CastLike")) is not None and node.inputs[0] is not None:
         value = node.inputs[0]
-        node = value.producer()
     return value
 
 
@@ -176,8 +174,8 @@ def read_addend(value: ir.Value, scores: list) -> Addend | str:
         if not (allowed | masked).all():
             return "the addend is a bias, not a mask of 0 and a value no score climbs over"
         return Addend(constant=allowed, infinite=bool(np.isneginf(array[masked]).all()))
-    node = value.producer()
-    if node is None or node.domain != "" or node.op_type != "Where":
+    node = produced_by(value, "Where")
+    if node is None:
         return "the addend is neither a constant nor a Where of a boolean"
     condition, if_true, if_false = node.inputs
     high, low = scalar(if_true), scalar(if_false)
@@ -192,19 +190,27 @@ def read_addend(value: ir.Value, scores: list) -> Addend | str:
     return Addend(value=condition, negate=negate, infinite=fill == float("-inf"))
 
 
-def _is_lower_triangle(masked: ir.Value, scores: list) -> bool:
+def _is_lower_triangle(masked: ir.Value | None, scores: list) -> bool:
     """Whether ``masked`` is ``Equal(Trilu(ones [S1, S2], upper=0), 0)``: the exporter's
-    ``is_causal`` mask (top left) at shapes known at run time only."""
-    node = masked.producer()
-    if node is None or node.op_type != "Equal" or scalar(node.inputs[1]) != 0:
+    ``is_causal`` mask (top left), its ones a constant (left unfolded: a float initializer is kept
+    as a weight might be) or expanded at run time."""
+    node = produced_by(masked, "Equal")
+    if node is None or scalar(node.inputs[1]) != 0:
         return False
-    trilu = node.inputs[0].producer()
-    if trilu is None or trilu.op_type != "Trilu" or trilu.attributes.get_int("upper", 1) != 0:
+    trilu = produced_by(node.inputs[0], "Trilu")
+    if trilu is None or trilu.attributes.get_int("upper", 1) != 0:
         return False
     if len(trilu.inputs) > 1 and trilu.inputs[1] is not None and scalar(trilu.inputs[1]) != 0:
         return False
-    ones = trilu.inputs[0].producer()
-    if ones is None or ones.op_type != "Expand" or scalar(ones.inputs[0]) != 1:
+    if not _all_ones(trilu.inputs[0]):
         return False
     shape = dims(trilu.outputs[0])
     return shape is not None and len(shape) == 2 and all(map(same_dim, shape, scores[2:]))
+
+
+def _all_ones(value: ir.Value | None) -> bool:
+    """A constant of ones, or ones expanded from one."""
+    if value is not None and value.const_value is not None:
+        return bool((value.const_value.numpy() == 1).all())
+    ones = produced_by(value, "Expand")
+    return ones is not None and scalar(ones.inputs[0]) == 1

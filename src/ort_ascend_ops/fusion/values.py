@@ -11,6 +11,12 @@ from ..opschema import bind_types, load_op_specs
 EXCLUDED = -65504.0
 
 
+def produced_by(value: ir.Value | None, *types: str) -> ir.Node | None:
+    """The value's producer when it is a default-domain node of one of ``types``."""
+    node = None if value is None else value.producer()
+    return node if node is not None and node.domain == "" and node.op_type in types else None
+
+
 def constant_list(value: ir.Value | None) -> list | None:
     """The constant's elements as a flat list, or None when it is not a constant."""
     if value is None or value.const_value is None:
@@ -71,3 +77,17 @@ def allows_types(op: str, **inputs: ir.Value) -> bool:
     except ValueError:
         return False
     return True
+
+
+def computed_from(value: ir.Value, domain: str, op_type: str) -> bool:
+    """Whether a node of ``op_type`` in ``domain`` is among the producers ``value`` is computed from."""
+    frontier, seen = [value], set()
+    while frontier:
+        node = frontier.pop().producer()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.domain == domain and node.op_type == op_type:
+            return True
+        frontier.extend(v for v in node.inputs if v is not None)
+    return False

@@ -5,9 +5,18 @@ import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from cases import HUGE, raw_outputs
+from cases import HUGE, Scratch, raw_outputs
 from fuzzing import FLOATS, INT64_EXTREMES, Invalid, Valid, close, extent, rngs
-from oracles import BF16, F16, F32, TOL, flash_attention_inputs, flash_attention_oracle
+from oracles import (
+    BF16,
+    F16,
+    F32,
+    TOL,
+    assert_close,
+    flash_attention_grad_oracle,
+    flash_attention_inputs,
+    flash_attention_oracle,
+)
 
 FORWARD_INPUTS = (
     "query",
@@ -305,3 +314,53 @@ def invalid(draw, op="FlashAttentionScore"):
 
 VALID = valid()
 INVALID = invalid("FlashAttentionScore")
+
+
+# A long sequence, BNSD, two query heads over one key-value head: the whole [N1, S1, S2] scores
+# in float32 would be 512 MiB against 13 MiB of tensors. Rows CHECKED (spread over the sequence)
+# are held to the float64 oracle; computing it everywhere is the slow part.
+LONG = {"n1": 2, "n2": 1, "s": 8192, "d": 64}
+CHECKED = np.array([0, 1, 4095, 8191])
+
+
+def _long_forward(q, k, v, attrs, rows):
+    """The float64 forward of query ``rows`` (sparse mode 0: a row reads every key)."""
+    return flash_attention_oracle(q[:, :, rows], k, v, **attrs)
+
+
+def long_call(rng, grad=False):
+    n1, n2, s, d = (LONG[n] for n in ("n1", "n2", "s", "d"))
+    inputs = {
+        "query": rng.standard_normal((1, n1, s, d), dtype=np.float32),
+        "key": rng.standard_normal((1, n2, s, d), dtype=np.float32),
+        "value": rng.standard_normal((1, n2, s, d), dtype=np.float32),
+    }
+    attrs = {"head_num": n1, "input_layout": "BNSD", "scale_value": d**-0.5}
+    q, k, v = (inputs[n].astype(np.float64) for n in ("query", "key", "value"))
+    if not grad:
+
+        def check(outputs):
+            for out, ref in zip(outputs, _long_forward(q, k, v, attrs, CHECKED), strict=True):
+                assert_close(out[:, :, CHECKED], ref, TOL[F32])
+
+        return Scratch(attrs, inputs, check)
+    # The forward's outputs, 512 query rows at a time (their float64 scores take 64 MiB).
+    blocks = [_long_forward(q, k, v, attrs, np.arange(r, r + 512)) for r in range(0, s, 512)]
+    out, softmax_max, softmax_sum = (
+        np.concatenate(parts, axis=2).astype(np.float32) for parts in zip(*blocks, strict=True)
+    )
+    inputs |= {"dy": rng.standard_normal(out.shape, dtype=np.float32)}
+    inputs |= {"softmax_max": softmax_max, "softmax_sum": softmax_sum, "attention_in": out}
+
+    def check_grad(outputs):
+        # dq of a row reads that row alone; dk and dv sum over every row (the oracle tests hold them).
+        stats = ("dy", "softmax_max", "softmax_sum", "attention_in")
+        given = {n: inputs[n][:, :, CHECKED].astype(np.float64) for n in stats}
+        dq = flash_attention_grad_oracle(q[:, :, CHECKED], k, v, **given, **attrs)[0]
+        assert_close(outputs[0][:, :, CHECKED], dq, TOL[F32])
+        assert all(np.isfinite(o).all() for o in outputs[1:])
+
+    return Scratch(attrs, inputs, check_grad)
+
+
+SCRATCH = {"attention_long": long_call}

@@ -9,6 +9,7 @@ from cases.flash_attention_score import (
     concurrency_call,
     geometry,
     invalid,
+    long_call,
     refused_calls,
     resources_call,
     slotted,
@@ -37,6 +38,9 @@ def resources():
 
 def concurrency():
     return concurrency_call(grad=True)
+
+
+SCRATCH = {"attention_long": lambda rng: long_call(rng, grad=True)}
 
 
 EMPTY_BUT_VAST = [

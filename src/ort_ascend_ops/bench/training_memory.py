@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ENGINES = ("ours native", "ours portable", "PyTorch eager")
+ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile")
 
 
 def _peak_rss() -> int:
@@ -37,7 +37,7 @@ def _ours(job: dict, native: bool) -> list[float]:
     return losses
 
 
-def _torch(job: dict) -> list[float]:
+def _torch(job: dict, compiled: bool) -> list[float]:
     import numpy as np
     import torch
     import transformers
@@ -48,6 +48,8 @@ def _torch(job: dict) -> list[float]:
     model.load_state_dict(torch.load(job["weights"]))
     model.train()
     optimizer = torch.optim.AdamW(model.parameters())
+    if compiled:
+        model = torch.compile(model)
     ids = torch.from_numpy(np.load(job["batch"]))
     losses = []
     for _ in range(job["steps"]):
@@ -62,7 +64,10 @@ def _torch(job: dict) -> list[float]:
 def child(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     engine = job["engine"]
-    losses = _torch(job) if engine == "PyTorch eager" else _ours(job, native=engine == "ours native")
+    if engine.startswith("ours"):
+        losses = _ours(job, native=engine == "ours native")
+    else:
+        losses = _torch(job, compiled=engine == "torch.compile")
     print(json.dumps({"peak_rss": _peak_rss(), "losses": losses}))
 
 

@@ -6,6 +6,8 @@ with on the CPU, at each thread count, in one run:
 - ours, native: ``export_torch`` -> ``generate_artifacts`` -> ``training.api`` Module/Optimizer;
 - ours, portable: the same artifacts with ``native=False`` (the reference functions inlined);
 - PyTorch eager with ``torch.optim.AdamW`` (same weights, same batch, ``torch.set_num_threads``);
+- torch.compile: the same with the model under ``torch.compile`` (inductor's default mode; its
+  compilation falls in the warm-up steps);
 - onnxruntime-training 1.19.2, in its own venv (``--peer-venv`` or ``ORT_ASCEND_OPS_ORTTRAINING_VENV``),
   run as a subprocess since it cannot share a process with current ONNX Runtime; for the Llamas only
   (its TorchScript export would trace the routing of one batch into a MoE's graph).
@@ -41,7 +43,7 @@ PEER_SETUP = (
     "python3.11 -m venv /tmp/ortt && /tmp/ortt/bin/pip install onnxruntime-training==1.19.2 onnx==1.16.2 "
     "'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
 )
-ENGINES = ("ours native", "ours portable", "PyTorch eager", "onnxruntime-training")
+ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile", "onnxruntime-training")
 MEMORY_STEPS = 2  # our optimizer states exist from the start, torch's from its first step
 
 
@@ -127,12 +129,15 @@ class _Ours:
 
 
 class _Torch:
-    """PyTorch eager: forward with the labels (the model's own loss), backward, AdamW."""
+    """PyTorch eager, or the model under torch.compile (``compiled``): forward with the labels
+    (the model's own loss), backward, AdamW."""
 
-    def __init__(self, model, threads: int, ids: np.ndarray):
+    def __init__(self, model, threads: int, ids: np.ndarray, compiled: bool = False):
         torch = peers.torch_module()
         self.torch, self.threads = torch, threads
         self.model = copy.deepcopy(model).train()
+        if compiled:
+            self.model = torch.compile(self.model)
         self.optimizer = torch.optim.AdamW(self.model.parameters())
         self.ids = torch.from_numpy(ids)
         self.losses: list[float] = []
@@ -308,6 +313,7 @@ def run_config(
             "ours native": _Ours(paths, n, True, ids),
             "ours portable": _Ours(paths, n, False, ids),
             "PyTorch eager": _Torch(model, n, ids),
+            "torch.compile": _Torch(model, n, ids, compiled=True),
         }
         timings = measure(*engines.values(), repeats=steps, warmup=warmup)
         for engine_name, engine, timing in zip(engines, engines.values(), timings, strict=True):

@@ -826,6 +826,40 @@ def test_an_embedding_gradient_with_repeated_rows_is_exact_and_the_same_on_any_t
         np.testing.assert_array_equal(make_session(training, threads=2).run(feeds)[1], first)
 
 
+@pytest.mark.parametrize("x_shape", [(5, 4), (2, 5, 4)], ids=["rows", "batched"])
+def test_a_linear_weight_gradient_is_one_matmul_with_no_transpose_after_it(x_shape, rng):
+    """torch's Linear exports as x @ Transpose(W): dW is g^T @ x directly, not (x^T @ g)^T."""
+    nodes = [
+        helper.make_node("Transpose", ["w"], ["w_t"], perm=[1, 0]),
+        helper.make_node("MatMul", ["x", "w_t"], ["y"]),
+        helper.make_node("Mul", ["y", "r"], ["yr"]),
+        helper.make_node("ReduceSum", ["yr"], ["loss"], keepdims=0),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", F64, list(x_shape)),
+        helper.make_tensor_value_info("w", F64, [3, 4]),
+        helper.make_tensor_value_info("r", F64, [*x_shape[:-1], 3]),
+    ]
+    graph = helper.make_graph(nodes, "linear", inputs, [helper.make_tensor_value_info("loss", F64, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    training = build_training_model(model, "loss", ["w", "x"])
+    produced = {o: n for n in training.graph.node for o in n.output}
+    transposed_products = [
+        n
+        for n in training.graph.node
+        if n.op_type == "Transpose" and produced.get(n.input[0], n).op_type == "MatMul"
+    ]
+    assert transposed_products == []
+    feeds = {
+        name: rng.standard_normal(shape)
+        for name, shape in [("x", x_shape), ("w", (3, 4)), ("r", (*x_shape[:-1], 3))]
+    }
+    _, grad_w, grad_x = make_session(training).run(feeds)
+    x, w, r = (feeds[n].reshape(-1, feeds[n].shape[-1]) for n in ("x", "w", "r"))
+    np.testing.assert_allclose(grad_w, r.T @ x, rtol=1e-12)
+    np.testing.assert_allclose(grad_x, (r @ feeds["w"]).reshape(x_shape), rtol=1e-12)
+
+
 def test_op_without_rule_is_named():
     model = mlp_model(5)
     model.graph.node[2].op_type = "Acos"

@@ -142,6 +142,10 @@ class Backward:
         self._taken.add(name)
         return name
 
+    def producer(self, name: str) -> onnx.NodeProto | None:
+        """The backward node built that computes ``name``; None for a forward value."""
+        return next((n for n in reversed(self.nodes) if name in n.output), None)
+
     def op(self, op_type: str, *inputs: str, outputs: int = 1, domain: str = "", hint: str = "", **attrs):
         """Appends a node; returns its output name, or the list of them when ``outputs`` > 1."""
         names = [self.fresh(hint or op_type.lower()) for _ in range(outputs)]

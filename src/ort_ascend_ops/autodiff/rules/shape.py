@@ -14,10 +14,26 @@ _WHOLE = 2**62  # a Slice end at least this large is past any axis a tensor can 
 
 
 def transpose(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
-    rank = b.rank(node.input[0])
+    g, rank = first_grad(grads), b.rank(node.input[0])
     perm = attribute(node, "perm", list(range(rank))[::-1])
+    if perm == [1, 0]:
+        product = b.producer(g)
+        if product is not None and product.op_type == "MatMul":
+            # A Linear's weight, used as W^T: its gradient (x^T @ g)^T is g^T @ x, one GEMM whose
+            # operand transposes ONNX Runtime folds into it, instead of a GEMM and a Transpose of
+            # the weight-sized result. A 2-D product has 2-D operands.
+            x, y = product.input
+            return [b.op("MatMul", _transposed(b, y), _transposed(b, x), hint=node.input[0])]
     inverse = [perm.index(i) for i in range(rank)]
-    return [b.op("Transpose", first_grad(grads), perm=inverse)]
+    return [b.op("Transpose", g, perm=inverse)]
+
+
+def _transposed(b: Backward, matrix: str) -> str:
+    """``matrix``^T: the input of a Transpose the backward built, or a new Transpose."""
+    source = b.producer(matrix)
+    if source is not None and source.op_type == "Transpose" and attribute(source, "perm", None) == [1, 0]:
+        return source.input[0]
+    return b.op("Transpose", matrix, perm=[1, 0])
 
 
 def reshape(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:

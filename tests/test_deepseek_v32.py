@@ -175,7 +175,17 @@ def test_fuse_leaves_an_indexer_whose_mask_is_not_causal():
         excluded = constants[masking.input[0]]
         changed = onnx.numpy_helper.to_array(excluded) | window
         excluded.CopyFrom(onnx.numpy_helper.from_array(changed, excluded.name))
-    assert ops(fuse(model)) == {"RmsNorm": ds.NORMS, "RotaryPositionEmbedding": ds.ROTATED + ds.MLA_ROTATED}
+    # The attention its selection masks is fused (an SDPA boolean mask: a row without keys gives 0
+    # there too), and gives the unfused model's outputs.
+    result = fuse(model)
+    assert ops(result) == {
+        "RmsNorm": ds.NORMS,
+        "RotaryPositionEmbedding": ds.ROTATED + ds.MLA_ROTATED,
+        "FlashAttentionScore": ds.LAYERS,
+    }
+    inputs = expected(2)
+    for name, out in outputs_of(model, inputs, native=False).items():
+        assert relative_error(outputs_of(result, inputs)[name], out) < 1e-5, name
 
 
 def test_the_warmup_refuses_a_model_without_an_indexer_or_its_attention():

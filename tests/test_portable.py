@@ -47,7 +47,12 @@ def assert_same_results(portable, native, op):
         if ref.dtype.kind == "i":
             np.testing.assert_array_equal(out, ref)
         else:
-            assert_close(np.asarray(out), ref.astype(np.float64), TOL[F32 if ref.dtype == F32 else ref.dtype])
+            # The statistics of a row with no key to read are -inf on both paths, exactly.
+            out, ref64 = np.asarray(out).astype(np.float64), ref.astype(np.float64)
+            infinite = ~np.isfinite(ref64)
+            np.testing.assert_array_equal(out[infinite], ref64[infinite], err_msg=op)
+            finite = (np.where(infinite, 0, out), np.where(infinite, 0, ref64))
+            assert_close(*finite, TOL[F32 if ref.dtype == F32 else ref.dtype])
 
 
 @pytest.mark.parametrize("opset", OPSETS)
@@ -81,8 +86,10 @@ def test_function_protos_are_emitted_at_the_opset(opset):
 
 def test_the_default_functions_serve_float32_and_float16_nodes_with_any_optional_inputs(rng):
     # function_protos() alone (the contract's portable model): each op's function tests for its
-    # optional inputs at run time.
+    # optional inputs at run time. They serve a boolean attention mask (a uint8 one takes the
+    # overload attach_functions adds).
     for op, inputs, attrs in small_calls(rng):
+        inputs = {n: a.astype(bool) if n == "atten_mask" else a for n, a in inputs.items()}
         if any(a.dtype == BF16 for a in inputs.values()) or any(
             a.dtype == np.int32 for n, a in inputs.items() if n.startswith("actual_seq_lengths")
         ):

@@ -545,7 +545,7 @@ def test_rotary_embedding_cache_gradients(cache, rng):
 
 
 # FlashAttentionScore.
-def attention_model(feeds, attrs, outputs=("out",), out="out"):
+def attention_model(feeds, attrs, outputs=("out", "row_max", "row_sum"), out="out"):
     inputs = [n if n in feeds else "" for n in ("query", "key", "value", "atten_mask")]
     inputs += [n for n in ("actual_seq_lengths_query", "actual_seq_lengths_kv") if n in feeds]
     while not inputs[-1]:

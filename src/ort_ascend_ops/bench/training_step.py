@@ -73,7 +73,7 @@ def _configs() -> dict[str, dict]:
 
     return {
         "llama512": _llama(512, 1376, memory_seqs=[256, 1024]),
-        "llama768": _llama(768, 2048, memory_seqs=[256]),
+        "llama768": _llama(768, 2048, memory_seqs=[256, 1024]),
         "byte_llama": {
             "title": "the demo's byte Llama (examples.byte_llama.CONFIG)",
             "config": dict(byte_llama.CONFIG),

@@ -65,6 +65,8 @@ using CreateTensor = aclTensor* (*)(const int64_t* view_dims, uint64_t view_dims
                                     void* tensor_data);
 using DestroyTensor = aclnnStatus (*)(const aclTensor* tensor);
 using DestroyExecutor = aclnnStatus (*)(aclOpExecutor* executor);
+using CreateIntArray = aclIntArray* (*)(const int64_t* value, uint64_t size);
+using DestroyIntArray = aclnnStatus (*)(const aclIntArray* array);
 
 // libascendcl / libacl_rt
 using GetRecentErrMsg = const char* (*)();
@@ -133,5 +135,27 @@ using FlashAttentionScoreGradPrepare = aclnnStatus (*)(
     double keep_prob, int64_t pre_tokens, int64_t next_tokens, int64_t head_num, char* input_layout,
     int64_t inner_precise, int64_t sparse_mode, const aclTensor* dq_out, const aclTensor* dk_out,
     const aclTensor* dv_out, const aclTensor* dpse_out, uint64_t* workspace_size, aclOpExecutor** executor);
+// TND: aclnnFlashAttentionVarLenScore and aclnnFlashAttentionUnpaddingScoreGrad, the same arguments
+// with the cumulative lengths as host arrays after prefixOptional.
+using FlashAttentionVarLenScorePrepare = aclnnStatus (*)(
+    const aclTensor* query, const aclTensor* key, const aclTensor* value,
+    const aclTensor* real_shift_optional, const aclTensor* drop_mask_optional,
+    const aclTensor* padding_mask_optional, const aclTensor* atten_mask_optional,
+    const aclIntArray* prefix_optional, const aclIntArray* actual_seq_q_len_optional,
+    const aclIntArray* actual_seq_kv_len_optional, double scale_value, double keep_prob, int64_t pre_tokens,
+    int64_t next_tokens, int64_t head_num, char* input_layout, int64_t inner_precise, int64_t sparse_mode,
+    const aclTensor* softmax_max_out, const aclTensor* softmax_sum_out, const aclTensor* softmax_out_out,
+    const aclTensor* attention_out_out, uint64_t* workspace_size, aclOpExecutor** executor);
+using FlashAttentionUnpaddingScoreGradPrepare = aclnnStatus (*)(
+    const aclTensor* query, const aclTensor* key_in, const aclTensor* value, const aclTensor* dy,
+    const aclTensor* pse_shift_optional, const aclTensor* drop_mask_optional,
+    const aclTensor* padding_mask_optional, const aclTensor* atten_mask_optional,
+    const aclTensor* softmax_max_optional, const aclTensor* softmax_sum_optional,
+    const aclTensor* softmax_in_optional, const aclTensor* attention_in_optional,
+    const aclIntArray* prefix_optional, const aclIntArray* actual_seq_q_len_optional,
+    const aclIntArray* actual_seq_kv_len_optional, double scale_value, double keep_prob, int64_t pre_tokens,
+    int64_t next_tokens, int64_t head_num, char* input_layout, int64_t inner_precise, int64_t sparse_mode,
+    const aclTensor* dq_out, const aclTensor* dk_out, const aclTensor* dv_out, const aclTensor* dpse_out,
+    uint64_t* workspace_size, aclOpExecutor** executor);
 
 }  // namespace oao::acl

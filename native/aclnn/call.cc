@@ -95,6 +95,7 @@ AclnnCall::~AclnnCall() {
   // A failed wait leaves nothing better to do: the call's error is already on its way.
   if (copies_unlaunched_) static_cast<void>(synchronize_stream_(stream_));
   for (aclTensor* tensor : tensors_) destroy_tensor_(tensor);
+  for (aclIntArray* array : int_arrays_) destroy_int_array_(array);
 }
 
 const aclTensor* AclnnCall::tensor(const void* data, const Shape& shape, aclDataType type) {
@@ -109,6 +110,20 @@ const aclTensor* AclnnCall::tensor(const void* data, const Shape& shape, aclData
   }
   tensors_.push_back(tensor);
   return tensor;
+}
+
+const aclIntArray* AclnnCall::int_array(const std::vector<int64_t>& values) {
+  const auto create = cann_.base<acl::CreateIntArray>("aclCreateIntArray");
+  if (destroy_int_array_ == nullptr)
+    destroy_int_array_ = cann_.base<acl::DestroyIntArray>("aclDestroyIntArray");
+  int_arrays_.reserve(int_arrays_.size() + 1);  // so that push_back cannot throw and leak the array
+  aclIntArray* array = create(values.data(), values.size());
+  if (array == nullptr) {
+    throw std::runtime_error("aclCreateIntArray refused an array of " + std::to_string(values.size()) +
+                             " values");
+  }
+  int_arrays_.push_back(array);
+  return array;
 }
 
 void* AclnnCall::scratch(size_t bytes) {

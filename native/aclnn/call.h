@@ -51,6 +51,10 @@ class AclnnCall {
   // A contiguous ND aclTensor over `data` (no copy), viewed with `shape`.
   const aclTensor* tensor(const void* data, const Shape& shape, aclDataType type);
 
+  // A host aclIntArray holding `values` (the vendor copies them in the first phase), destroyed
+  // with the call's tensors.
+  const aclIntArray* int_array(const std::vector<int64_t>& values);
+
   // Device memory from the EP's allocator that lives as long as the call, for outputs aclnn
   // writes but the node does not take.
   void* scratch(size_t bytes);
@@ -103,6 +107,9 @@ class AclnnCall {
   acl::SynchronizeStream synchronize_stream_;
   mutable bool copies_unlaunched_ = false;
   std::vector<aclTensor*> tensors_;
+  // Resolved on the first int_array (few ops take one), before any is created.
+  acl::DestroyIntArray destroy_int_array_ = nullptr;
+  std::vector<aclIntArray*> int_arrays_;
   std::vector<std::unique_ptr<DeviceBuffer>> scratch_;
 };
 

@@ -11,11 +11,6 @@ struct FlashAttentionScoreAclnn : AclnnKernel<FlashAttentionScoreSignature<T>> {
   using AclnnKernel<FlashAttentionScoreSignature<T>>::AclnnKernel;
   using typename AclnnKernel<FlashAttentionScoreSignature<T>>::Args;
 
-  Ort::Status read(const Io& io, Args& a) const {
-    if (auto status = check_fa_not_tnd(this->kName, this->tnd()); !status.IsOK()) return status;
-    return FlashAttentionScoreSignature<T>::read(io, a);
-  }
-
   Ort::Status run(const Io& io, const Args& a) const {
     AclnnCall call(this->kName, io, this->allocator.get());
     if (auto status = check_fa_aclnn_limits(this->kName, call.cann().family(), a.g); !status.IsOK())
@@ -34,16 +29,31 @@ struct FlashAttentionScoreAclnn : AclnnKernel<FlashAttentionScoreSignature<T>> {
       fa_fill(call, softmax_sum, stats, &nothing, sizeof nothing);
       return Ort::Status(nullptr);
     }
+    // TND's limits are the vendor's, so they hold only where it is called.
+    if (auto status = check_fa_varlen_limits(this->kName, a.g, this->sparse_mode, false); !status.IsOK())
+      return status;
     constexpr aclDataType type = acl_type<T>();
     const FaVendorMask m = fa_vendor_mask(call, *this, a);
     std::string layout = this->input_layout;  // aclnn takes char*
+    const aclTensor* query = call.tensor(a.query.data, a.query.shape, type);
+    const aclTensor* key = call.tensor(a.key.data, a.key.shape, type);
+    const aclTensor* value = call.tensor(a.value.data, a.value.shape, type);
+    const aclTensor* max_out = call.tensor(softmax_max, a.stats_shape, ACL_FLOAT);
+    const aclTensor* sum_out = call.tensor(softmax_sum, a.stats_shape, ACL_FLOAT);
+    const aclTensor* attention_out = call.tensor(out, a.out_shape, type);
+    const auto scale = static_cast<double>(this->scale_value), keep = static_cast<double>(this->keep_prob);
+    if (this->tnd()) {
+      // The same arguments with the cumulative lengths (read on the host) after prefixOptional.
+      return call.run<acl::FlashAttentionVarLenScorePrepare>(
+          "aclnnFlashAttentionVarLenScore", query, key, value, nullptr, nullptr, nullptr, m.mask, nullptr,
+          call.int_array(a.g.spans.query_end), call.int_array(a.g.spans.key_end), scale, keep, m.pre_tokens,
+          m.next_tokens, *this->head_num, layout.data(), m.inner_precise, this->sparse_mode, max_out, sum_out,
+          nullptr, attention_out);
+    }
     return call.run<acl::FlashAttentionScorePrepare>(
-        "aclnnFlashAttentionScore", call.tensor(a.query.data, a.query.shape, type),
-        call.tensor(a.key.data, a.key.shape, type), call.tensor(a.value.data, a.value.shape, type), nullptr,
-        nullptr, nullptr, m.mask, nullptr, static_cast<double>(this->scale_value),
-        static_cast<double>(this->keep_prob), m.pre_tokens, m.next_tokens, *this->head_num, layout.data(),
-        m.inner_precise, this->sparse_mode, call.tensor(softmax_max, a.stats_shape, ACL_FLOAT),
-        call.tensor(softmax_sum, a.stats_shape, ACL_FLOAT), nullptr, call.tensor(out, a.out_shape, type));
+        "aclnnFlashAttentionScore", query, key, value, nullptr, nullptr, nullptr, m.mask, nullptr, scale,
+        keep, m.pre_tokens, m.next_tokens, *this->head_num, layout.data(), m.inner_precise, this->sparse_mode,
+        max_out, sum_out, nullptr, attention_out);
   }
 };
 

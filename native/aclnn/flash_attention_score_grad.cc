@@ -9,11 +9,6 @@ struct FlashAttentionScoreGradAclnn : AclnnKernel<FlashAttentionScoreGradSignatu
   using AclnnKernel<FlashAttentionScoreGradSignature<T>>::AclnnKernel;
   using typename AclnnKernel<FlashAttentionScoreGradSignature<T>>::Args;
 
-  Ort::Status read(const Io& io, Args& a) const {
-    if (auto status = check_fa_not_tnd(this->kName, this->tnd()); !status.IsOK()) return status;
-    return FlashAttentionScoreGradSignature<T>::read(io, a);
-  }
-
   Ort::Status run(const Io& io, const Args& a) const {
     AclnnCall call(this->kName, io, this->allocator.get());
     if (auto status = check_fa_aclnn_limits(this->kName, call.cann().family(), a.g); !status.IsOK())
@@ -29,20 +24,35 @@ struct FlashAttentionScoreGradAclnn : AclnnKernel<FlashAttentionScoreGradSignatu
       fa_fill(call, dv, element_count(a.value.shape), &zero, sizeof zero);
       return Ort::Status(nullptr);
     }
+    // TND's limits are the vendor's, so they hold only where it is called.
+    if (auto status = check_fa_varlen_limits(this->kName, a.g, this->sparse_mode, true); !status.IsOK())
+      return status;
     constexpr aclDataType type = acl_type<T>();
     const FaVendorMask m = fa_vendor_mask(call, *this, a);
     std::string layout = this->input_layout;  // aclnn takes char*
+    const aclTensor* query = call.tensor(a.query.data, a.query.shape, type);
+    const aclTensor* key = call.tensor(a.key.data, a.key.shape, type);
+    const aclTensor* value = call.tensor(a.value.data, a.value.shape, type);
+    const aclTensor* dy = call.tensor(a.dy.data, a.dy.shape, type);
+    const aclTensor* softmax_max = call.tensor(a.softmax_max.data, a.softmax_max.shape, ACL_FLOAT);
+    const aclTensor* softmax_sum = call.tensor(a.softmax_sum.data, a.softmax_sum.shape, ACL_FLOAT);
+    const aclTensor* attention_in = call.tensor(a.attention_in.data, a.attention_in.shape, type);
+    const aclTensor* dq_out = call.tensor(dq, a.query.shape, type);
+    const aclTensor* dk_out = call.tensor(dk, a.key.shape, type);
+    const aclTensor* dv_out = call.tensor(dv, a.value.shape, type);
+    const auto scale = static_cast<double>(this->scale_value), keep = static_cast<double>(this->keep_prob);
+    if (this->tnd()) {
+      // The same arguments with the cumulative lengths (read on the host) after prefixOptional.
+      return call.run<acl::FlashAttentionUnpaddingScoreGradPrepare>(
+          "aclnnFlashAttentionUnpaddingScoreGrad", query, key, value, dy, nullptr, nullptr, nullptr, m.mask,
+          softmax_max, softmax_sum, nullptr, attention_in, nullptr, call.int_array(a.g.spans.query_end),
+          call.int_array(a.g.spans.key_end), scale, keep, m.pre_tokens, m.next_tokens, *this->head_num,
+          layout.data(), m.inner_precise, this->sparse_mode, dq_out, dk_out, dv_out, nullptr);
+    }
     return call.run<acl::FlashAttentionScoreGradPrepare>(
-        "aclnnFlashAttentionScoreGrad", call.tensor(a.query.data, a.query.shape, type),
-        call.tensor(a.key.data, a.key.shape, type), call.tensor(a.value.data, a.value.shape, type),
-        call.tensor(a.dy.data, a.dy.shape, type), nullptr, nullptr, nullptr, m.mask,
-        call.tensor(a.softmax_max.data, a.softmax_max.shape, ACL_FLOAT),
-        call.tensor(a.softmax_sum.data, a.softmax_sum.shape, ACL_FLOAT), nullptr,
-        call.tensor(a.attention_in.data, a.attention_in.shape, type), nullptr,
-        static_cast<double>(this->scale_value), static_cast<double>(this->keep_prob), m.pre_tokens,
-        m.next_tokens, *this->head_num, layout.data(), m.inner_precise, this->sparse_mode,
-        call.tensor(dq, a.query.shape, type), call.tensor(dk, a.key.shape, type),
-        call.tensor(dv, a.value.shape, type), nullptr);
+        "aclnnFlashAttentionScoreGrad", query, key, value, dy, nullptr, nullptr, nullptr, m.mask, softmax_max,
+        softmax_sum, nullptr, attention_in, nullptr, scale, keep, m.pre_tokens, m.next_tokens,
+        *this->head_num, layout.data(), m.inner_precise, this->sparse_mode, dq_out, dk_out, dv_out, nullptr);
   }
 };
 

@@ -1,7 +1,7 @@
-// aclnnFlashAttentionScore(Grad)'s limits beyond the contract (their pages), and what both kernels
-// hand the vendor: the mask (modes 2 and 3 take the page's 2048 x 2048 causal mask, built here),
-// the band and innerPrecise. TND goes through aclnnFlashAttentionVarLenScore(Grad), whose
-// aclIntArray lengths this library does not bind yet.
+// aclnnFlashAttentionScore(Grad)'s limits beyond the contract (their pages, and for TND those of
+// aclnnFlashAttentionVarLenScore and aclnnFlashAttentionUnpaddingScoreGrad, which take the lengths
+// as host aclIntArrays), and what both kernels hand the vendor: the mask (modes 2 and 3 take the
+// page's 2048 x 2048 causal mask, built here), the band and innerPrecise.
 #pragma once
 
 #include <climits>
@@ -28,13 +28,30 @@ inline Ort::Status check_fa_aclnn_limits(const char* op, acl::Family family, con
   return Ort::Status(nullptr);
 }
 
-// Refused before the lengths are read: they would be aclIntArrays on the host.
-inline Ort::Status check_fa_not_tnd(const char* op, bool tnd) {
-  if (!tnd) return Ort::Status(nullptr);
-  return Ort::Status((std::string(op) + ": input_layout TND needs aclnnFlashAttentionVarLenScore, which the "
-                                        "aclnn backend does not bind yet; use BSND, BNSD, BSH or SBH")
-                         .c_str(),
-                     ORT_NOT_IMPLEMENTED);
+// TND's own (nothing for the other layouts): sparse_mode 3 computes no row without keys, so each batch needs
+// S1_b <= S2_b (the VarLen page); the grad takes head dims up to 512 (the UnpaddingScoreGrad page).
+inline Ort::Status check_fa_varlen_limits(const char* op, const FlashAttentionGeometry& g,
+                                          int64_t sparse_mode, bool grad) {
+  constexpr int64_t kMaxGradHeadDim = 512;
+  if (!g.packed) return Ort::Status(nullptr);
+  if (grad && (g.d > kMaxGradHeadDim || g.dv > kMaxGradHeadDim)) {
+    return op_error(op,
+                    "aclnnFlashAttentionUnpaddingScoreGrad (input_layout TND) takes head dims D and Dv up "
+                    "to 512; got D = " +
+                        std::to_string(g.d) + ", Dv = " + std::to_string(g.dv));
+  }
+  if (sparse_mode != 3) return Ort::Status(nullptr);
+  for (int64_t b = 0; b < g.batches(); ++b) {
+    if (g.query_rows(b) > g.key_rows(b)) {
+      return op_error(
+          op, "input_layout TND with sparse_mode 3: batch " + std::to_string(b) +
+                  " of inputs "
+                  "'actual_seq_lengths_query' and 'actual_seq_lengths_kv' has " +
+                  std::to_string(g.query_rows(b)) + " query rows but " + std::to_string(g.key_rows(b)) +
+                  " keys; the vendor needs S1 <= S2 in every batch (rows without keys are not computed)");
+    }
+  }
+  return Ort::Status(nullptr);
 }
 
 // What the vendor takes for the mask, band and precision, from the node's attributes.
@@ -44,6 +61,14 @@ struct FaVendorMask {
   // 2: high precision with the correction of rows whose keys are all masked (out 0, not NaN).
   int64_t inner_precise = 0;
 };
+
+// A TND batch with query rows and no keys has rows that see nothing, as a mask's full row.
+inline bool fa_rows_without_keys(const FlashAttentionGeometry& g) {
+  if (!g.packed) return false;
+  for (int64_t b = 0; b < g.batches(); ++b)
+    if (g.query_rows(b) > 0 && g.key_rows(b) == 0) return true;
+  return false;
+}
 
 // The page's causal mask for modes 2 and 3 (1 above the diagonal), kSide x kSide, built once for
 // every instantiation and thread (a function-local static of one inline function).
@@ -70,6 +95,7 @@ FaVendorMask fa_vendor_mask(AclnnCall& call, const Signature& op, const Args& a)
     v.mask = call.tensor(a.mask->data, a.mask->shape, type);
     v.pre_tokens = op.pre_tokens, v.next_tokens = op.next_tokens, v.inner_precise = 2;
   }
+  if (fa_rows_without_keys(a.g)) v.inner_precise = 2;
   return v;
 }
 

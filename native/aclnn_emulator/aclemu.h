@@ -26,6 +26,7 @@ ACLEMU_EXPORT int64_t aclemu_calls(const char* symbol);
 // Calls of `symbol` made from a library whose file name starts with `library` (counted for
 // aclrtSynchronizeStream, which the CANN execution provider also calls once per run).
 ACLEMU_EXPORT int64_t aclemu_calls_from(const char* symbol, const char* library);
+// aclTensors and aclIntArrays not destroyed yet.
 ACLEMU_EXPORT int64_t aclemu_live_tensors(void);
 ACLEMU_EXPORT int64_t aclemu_live_executors(void);
 // What aclrtGetSocName returns and which product's rules the ops apply (by prefix: Ascend910B<digit>

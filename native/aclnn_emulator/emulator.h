@@ -22,6 +22,11 @@ struct aclTensor {
   void* data;  // start of the storage
 };
 
+// Host values the vendor copies when a first phase takes them (actual sequence lengths and the like).
+struct aclIntArray {
+  std::vector<int64_t> values;
+};
+
 struct aclOpExecutor {
   std::string launch_symbol;  // the only second phase that may run it
   uint64_t workspace_size;
@@ -32,7 +37,7 @@ struct aclOpExecutor {
 
 namespace aclemu {
 
-enum class Kind { kTensor, kExecutor };
+enum class Kind { kTensor, kExecutor, kIntArray };
 
 // Bytes of (emulated) device or host memory a piece of stream work touches.
 struct Range {

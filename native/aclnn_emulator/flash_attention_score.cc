@@ -1,8 +1,10 @@
 // libopapi_transformer.so, part 3: aclnnFlashAttentionScore and aclnnFlashAttentionScoreGrad on
-// BSND, BNSD, BSH and SBH (TND is the VarLen functions', not emulated), in float32 from the page's
-// formulas: softmax(scale q.k) over the keys the mask and sparse mode allow, GQA by N1 / N2, the
-// statistics [B, N1, S1, 8]. Modes 2 and 3 take the page's 2048 x 2048 causal mask, which the
-// launch checks value by value; a row with no key gives out 0, max -inf, sum 0 and gradients 0.
+// BSND, BNSD, BSH and SBH, and aclnnFlashAttentionVarLenScore and
+// aclnnFlashAttentionUnpaddingScoreGrad on TND (the cumulative lengths as host aclIntArrays), in
+// float32 from the pages' formulas: softmax(scale q.k) over the keys the mask and sparse mode allow,
+// per batch, GQA by N1 / N2, the statistics [B, N1, S1, 8] (TND [T1, N1, 8]). Modes 2 and 3 take
+// the page's 2048 x 2048 causal mask, which the launch checks value by value; a row with no key
+// gives out 0, max -inf, sum 0 and gradients 0.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,12 +21,17 @@ using namespace aclemu;
 
 constexpr int64_t kMaxHeadDim = 768;
 constexpr int64_t kCausalMaskSide = 2048;
+constexpr size_t kMaxVarLenBatches = 20000;  // the VarLen first phase's own check (its page says 2K)
 
-// Element offsets in a tensor of the layout: batch b, row s, head n, head dim e.
+// Element offsets in a tensor of the layout: batch b, row s (within the batch), head n, head dim e.
 struct Layout {
   std::string name;
-  int64_t b = 0, s = 0, n = 0, e = 0;  // extents
+  int64_t b = 0, s = 0, n = 0, e = 0;  // extents (TND: s is T, b the lengths' count)
+  std::vector<int64_t> ends;           // TND: each batch's cumulative end row
+  int64_t begin(int64_t bi) const { return bi == 0 ? 0 : ends[bi - 1]; }
+  int64_t rows(int64_t bi) const { return name == "TND" ? ends[bi] - begin(bi) : s; }
   int64_t at(int64_t bi, int64_t si, int64_t ni, int64_t ei) const {
+    if (name == "TND") return ((begin(bi) + si) * n + ni) * e + ei;
     if (name == "BNSD") return ((bi * n + ni) * s + si) * e + ei;
     if (name == "SBH") return ((si * b + bi) * n + ni) * e + ei;
     return ((bi * s + si) * n + ni) * e + ei;  // BSND, BSH
@@ -34,13 +41,36 @@ struct Layout {
 // B, S and the heads axis (BSH / SBH: H, split once D is known).
 Layout read_layout(const aclTensor& t, const std::string& name, const char* what) {
   const bool merged = name == "BSH" || name == "SBH";
-  if (t.dims.size() != (merged ? 3u : 4u))
+  if (t.dims.size() != (merged || name == "TND" ? 3u : 4u))
     fail(kErrParamInvalid, std::string(what) + " rank " + std::to_string(t.dims.size()) + " does not fit " + name);
   const auto& d = t.dims;
-  if (name == "BSND") return {name, d[0], d[1], d[2], d[3]};
-  if (name == "BNSD") return {name, d[0], d[2], d[1], d[3]};
-  if (name == "BSH") return {name, d[0], d[1], d[2], 1};
-  return {name, d[1], d[0], d[2], 1};  // SBH
+  if (name == "BSND") return {name, d[0], d[1], d[2], d[3], {}};
+  if (name == "BNSD") return {name, d[0], d[2], d[1], d[3], {}};
+  if (name == "BSH") return {name, d[0], d[1], d[2], 1, {}};
+  if (name == "TND") return {name, 0, d[0], d[1], d[2], {}};  // batches from the lengths
+  return {name, d[1], d[0], d[2], 1, {}};                     // SBH
+}
+
+// TND's lengths as the VarLen first phase takes them. The vendor clamps a decrease to an empty
+// batch and needs only their sum within T; the emulator, whose callers never pass those, refuses
+// both so that a wrong array cannot go unnoticed.
+void read_lengths(const aclIntArray* array, const char* what, Layout& l) {
+  if (array == nullptr) fail(kErrParamNullptr, std::string(what) + " is NULL (TND needs both lengths)");
+  if (!hooks().is_live(Kind::kIntArray, array))
+    fail(kErrParamInvalid, std::string(what) + " is not a live aclIntArray");
+  const std::vector<int64_t>& v = array->values;
+  if (v.empty() || v.size() > kMaxVarLenBatches)
+    fail(kErrParamInvalid,
+         std::string(what) + " must hold 1 to 20000 values, got " + std::to_string(v.size()));
+  for (size_t b = 0; b < v.size(); ++b) {
+    if (v[b] < (b == 0 ? 0 : v[b - 1]))
+      fail(kErrTiling, std::string(what) + " must be cumulative ends, non-decreasing from 0; got " +
+                           std::to_string(v[b]) + " at batch " + std::to_string(b));
+  }
+  if (v.back() != l.s)
+    fail(kErrTiling,
+         std::string(what) + " ends at " + std::to_string(v.back()) + " but T is " + std::to_string(l.s));
+  l.ends = v, l.b = static_cast<int64_t>(v.size());
 }
 
 struct Sizes {
@@ -50,16 +80,23 @@ struct Sizes {
   // Mask strides over (b, n, s1, s2); none when no mask restricts mode 0.
   bool masked = false;
   int64_t mask_b = 0, mask_n = 0;
+  // The first of the 8 equal statistics of (b, n, row i).
+  int64_t stat(int64_t b, int64_t n, int64_t i) const {
+    return (q.name == "TND" ? (q.begin(b) + i) * q.n + n : (b * q.n + n) * q.s + i) * 8;
+  }
 };
 
 Sizes check_common(const aclTensor& q, const aclTensor& key, const aclTensor& value, const aclTensor* mask,
                    const aclTensor* real_shift, const aclTensor* drop_mask, const aclTensor* padding_mask,
                    const aclIntArray* prefix, double scale, double keep_prob, int64_t pre_tokens,
-                   int64_t next_tokens, int64_t head_num, const char* input_layout, int64_t sparse_mode) {
+                   int64_t next_tokens, int64_t head_num, const char* input_layout, int64_t sparse_mode,
+                   bool varlen, const aclIntArray* q_lengths, const aclIntArray* kv_lengths) {
   if (input_layout == nullptr) fail(kErrParamNullptr, "inputLayout is NULL");
   const std::string name = input_layout;
-  if (name == "TND") fail(kErrParamInvalid, "inputLayout TND is aclnnFlashAttentionVarLenScore's");
-  if (name != "BSND" && name != "BNSD" && name != "BSH" && name != "SBH")
+  if (varlen && name != "TND") fail(kErrParamInvalid, "inputLayout " + name + " not supported (TND only)");
+  if (!varlen && name == "TND")
+    fail(kErrParamInvalid, "inputLayout TND is the VarLen and Unpadding functions'");
+  if (!varlen && name != "BSND" && name != "BNSD" && name != "BSH" && name != "SBH")
     fail(kErrParamInvalid, "inputLayout " + name + " not supported (BSND, BNSD, BSH, SBH)");
   check_dtype(q, "query", {ACL_FLOAT16, ACL_BF16, ACL_FLOAT});
   check_same_dtype(key, "key", q, "query");
@@ -74,6 +111,20 @@ Sizes check_common(const aclTensor& q, const aclTensor& key, const aclTensor& va
   Sizes z{read_layout(q, name, "query"), read_layout(key, name, "key"), read_layout(value, name, "value"),
           sparse_mode, pre_tokens, next_tokens, static_cast<float>(scale)};
   if (head_num < 1) fail(kErrParamInvalid, "headNum must be >= 1");
+  if (varlen) {
+    read_lengths(q_lengths, "actualSeqQLenOptional", z.q);
+    read_lengths(kv_lengths, "actualSeqKvLenOptional", z.k);
+    z.v.ends = z.k.ends, z.v.b = z.k.b;
+    if (z.q.b != z.k.b)
+      fail(kErrTiling, "actualSeqQLenOptional and actualSeqKvLenOptional must count the same B");
+    if (mask != nullptr && sparse_mode == 0)
+      fail(kErrParamInvalid, "attenMaskOptional in TND is not emulated");
+    for (int64_t b = 0; b < z.q.b; ++b) {
+      if (sparse_mode == 3 && z.q.rows(b) > z.k.rows(b))
+        fail(kErrTiling, "sparseMode 3 needs S1 <= S2 in every batch; batch " + std::to_string(b) + " has " +
+                             std::to_string(z.q.rows(b)) + " > " + std::to_string(z.k.rows(b)));
+    }
+  }
   if (z.q.e == 1 && (name == "BSH" || name == "SBH")) {
     if (z.q.n % head_num != 0) fail(kErrTiling, "query H1 not a multiple of headNum");
     z.q.e = z.q.n / head_num, z.q.n = head_num;
@@ -125,7 +176,7 @@ std::vector<int64_t> read_mask(const Sizes& z, const aclTensor* mask) {
 
 bool allowed(const Sizes& z, const std::vector<int64_t>& mask, int64_t b, int64_t n, int64_t i, int64_t j) {
   if (z.sparse_mode == 2) return j <= i;
-  if (z.sparse_mode == 3) return j <= i + z.k.s - z.q.s;
+  if (z.sparse_mode == 3) return j <= i + z.k.rows(b) - z.q.rows(b);
   if (!z.masked) return true;
   if (mask[b * z.mask_b + n * z.mask_n + i * z.k.s + j] != 0) return false;
   return j >= i - z.pre_tokens && j <= i + z.next_tokens;
@@ -136,9 +187,9 @@ void row_probabilities(const Sizes& z, const std::vector<int64_t>& mask, const s
                        const std::vector<float>& key, int64_t b, int64_t n, int64_t i, std::vector<float>& p,
                        float& row_max, float& row_sum) {
   const int64_t n2 = n / (z.q.n / z.k.n);
-  p.assign(static_cast<size_t>(z.k.s), -std::numeric_limits<float>::infinity());
+  p.assign(static_cast<size_t>(z.k.rows(b)), -std::numeric_limits<float>::infinity());
   row_max = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < z.k.s; ++j) {
+  for (int64_t j = 0; j < z.k.rows(b); ++j) {
     if (!allowed(z, mask, b, n, i, j)) continue;
     float dot = 0.0f;
     for (int64_t e = 0; e < z.q.e; ++e) dot += q[z.q.at(b, i, n, e)] * key[z.k.at(b, j, n2, e)];
@@ -160,19 +211,19 @@ void forward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const a
   const std::vector<float> q = read_floats(*q_p), key = read_floats(*k_p), value = read_floats(*v_p);
   std::vector<float> out(static_cast<size_t>(numel(*out_p)), 0.0f);
   std::vector<float> maxes(static_cast<size_t>(numel(*max_p))), sums(maxes.size());
-  const Layout o{z.q.name, z.q.b, z.q.s, z.q.n, z.v.e};
+  const Layout o{z.q.name, z.q.b, z.q.s, z.q.n, z.v.e, z.q.ends};
   std::vector<float> p;
   for (int64_t b = 0; b < z.q.b; ++b) {
     for (int64_t n = 0; n < z.q.n; ++n) {
       const int64_t n2 = n / (z.q.n / z.k.n);
-      for (int64_t i = 0; i < z.q.s; ++i) {
+      for (int64_t i = 0; i < z.q.rows(b); ++i) {
         float row_max, row_sum;
         row_probabilities(z, mask, q, key, b, n, i, p, row_max, row_sum);
-        for (int64_t j = 0; j < z.k.s; ++j) {
+        for (int64_t j = 0; j < z.k.rows(b); ++j) {
           if (p[j] == 0.0f) continue;
           for (int64_t e = 0; e < z.v.e; ++e) out[o.at(b, i, n, e)] += p[j] * value[z.v.at(b, j, n2, e)];
         }
-        const int64_t stat = ((b * z.q.n + n) * z.q.s + i) * 8;
+        const int64_t stat = z.stat(b, n, i);
         std::fill_n(&maxes[stat], 8, row_max);
         std::fill_n(&sums[stat], 8, row_sum);
       }
@@ -183,14 +234,20 @@ void forward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const a
   write_floats(*sum_p, sums);
 }
 
-std::vector<int64_t> stats_shape(const Sizes& z) { return {z.q.b, z.q.n, z.q.s, 8}; }
+std::vector<int64_t> stats_shape(const Sizes& z) {
+  return z.q.name == "TND" ? std::vector<int64_t>{z.q.s, z.q.n, 8}
+                           : std::vector<int64_t>{z.q.b, z.q.n, z.q.s, 8};
+}
+const char* stats_rule(const Sizes& z) { return z.q.name == "TND" ? "[T1, N1, 8]" : "[B, N1, S1, 8]"; }
 
 Plan flash_attention_score(const aclTensor* q_p, const aclTensor* k_p, const aclTensor* v_p,
-                           const aclTensor* real_shift, const aclTensor* drop_mask, const aclTensor* padding_mask,
-                           const aclTensor* mask_p, const aclIntArray* prefix, double scale, double keep_prob,
-                           int64_t pre_tokens, int64_t next_tokens, int64_t head_num, const char* input_layout,
-                           int64_t inner_precise, int64_t sparse_mode, const aclTensor* max_p,
-                           const aclTensor* sum_p, const aclTensor* softmax_out, const aclTensor* out_p) {
+                           const aclTensor* real_shift, const aclTensor* drop_mask,
+                           const aclTensor* padding_mask, const aclTensor* mask_p, const aclIntArray* prefix,
+                           double scale, double keep_prob, int64_t pre_tokens, int64_t next_tokens,
+                           int64_t head_num, const char* input_layout, int64_t inner_precise,
+                           int64_t sparse_mode, const aclTensor* max_p, const aclTensor* sum_p,
+                           const aclTensor* softmax_out, const aclTensor* out_p, bool varlen = false,
+                           const aclIntArray* q_lengths = nullptr, const aclIntArray* kv_lengths = nullptr) {
   const aclTensor& q = need(q_p, "query");
   const aclTensor& key = need(k_p, "key");
   const aclTensor& value = need(v_p, "value");
@@ -199,15 +256,16 @@ Plan flash_attention_score(const aclTensor* q_p, const aclTensor* k_p, const acl
   if (inner_precise < 0 || inner_precise > 3) fail(kErrParamInvalid, "innerPrecise not in 0..3");
   if (softmax_out != nullptr && numel(need(softmax_out, "softmaxOutOut")) != 0)
     fail(kErrParamInvalid, "softmaxOutOut is reserved: pass an empty tensor or NULL");
-  const Sizes z = check_common(q, key, value, mask_p, real_shift, drop_mask, padding_mask, prefix, scale, keep_prob,
-                               pre_tokens, next_tokens, head_num, input_layout, sparse_mode);
+  const Sizes z = check_common(q, key, value, mask_p, real_shift, drop_mask, padding_mask, prefix, scale,
+                               keep_prob, pre_tokens, next_tokens, head_num, input_layout, sparse_mode,
+                               varlen, q_lengths, kv_lengths);
   check_same_dtype(out, "attentionOutOut", q, "query");
   std::vector<int64_t> want = q.dims;
   want.back() = z.q.e == q.dims.back() ? z.v.e : z.q.n * z.v.e;
   check_shape(out, "attentionOutOut", want, "query's with Dv");
   for (const auto& [t, what] : {std::pair{max_p, "softmaxMaxOut"}, std::pair{sum_p, "softmaxSumOut"}}) {
     check_dtype(need(t, what), what, {ACL_FLOAT});
-    check_shape(*t, what, stats_shape(z), "[B, N1, S1, 8]");
+    check_shape(*t, what, stats_shape(z), stats_rule(z));
   }
   std::vector<const aclTensor*> inputs{q_p, k_p, v_p}, outputs{max_p, sum_p, out_p};
   if (mask_p != nullptr) inputs.push_back(mask_p);
@@ -225,17 +283,17 @@ void backward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const 
   const std::vector<float> q = read_floats(*q_p), key = read_floats(*k_p), value = read_floats(*v_p);
   const std::vector<float> dy = read_floats(*dy_p), attention_in = read_floats(*in_p);
   std::vector<float> dq(q.size(), 0.0f), dk(key.size(), 0.0f), dv(value.size(), 0.0f);
-  const Layout o{z.q.name, z.q.b, z.q.s, z.q.n, z.v.e};
+  const Layout o{z.q.name, z.q.b, z.q.s, z.q.n, z.v.e, z.q.ends};
   std::vector<float> p;
   for (int64_t b = 0; b < z.q.b; ++b) {
     for (int64_t n = 0; n < z.q.n; ++n) {
       const int64_t n2 = n / (z.q.n / z.k.n);
-      for (int64_t i = 0; i < z.q.s; ++i) {
+      for (int64_t i = 0; i < z.q.rows(b); ++i) {
         float row_max, row_sum;
         row_probabilities(z, mask, q, key, b, n, i, p, row_max, row_sum);
         float drow = 0.0f;
         for (int64_t e = 0; e < z.v.e; ++e) drow += dy[o.at(b, i, n, e)] * attention_in[o.at(b, i, n, e)];
-        for (int64_t j = 0; j < z.k.s; ++j) {
+        for (int64_t j = 0; j < z.k.rows(b); ++j) {
           if (p[j] == 0.0f) continue;
           float dp = 0.0f;
           for (int64_t e = 0; e < z.v.e; ++e) {
@@ -258,12 +316,15 @@ void backward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const 
 
 Plan flash_attention_score_grad(const aclTensor* q_p, const aclTensor* k_p, const aclTensor* v_p,
                                 const aclTensor* dy_p, const aclTensor* pse_shift, const aclTensor* drop_mask,
-                                const aclTensor* padding_mask, const aclTensor* mask_p, const aclTensor* max_p,
-                                const aclTensor* sum_p, const aclTensor* softmax_in, const aclTensor* in_p,
-                                const aclIntArray* prefix, double scale, double keep_prob, int64_t pre_tokens,
-                                int64_t next_tokens, int64_t head_num, const char* input_layout,
-                                int64_t inner_precise, int64_t sparse_mode, const aclTensor* dq_p,
-                                const aclTensor* dk_p, const aclTensor* dv_p, const aclTensor* dpse) {
+                                const aclTensor* padding_mask, const aclTensor* mask_p,
+                                const aclTensor* max_p, const aclTensor* sum_p, const aclTensor* softmax_in,
+                                const aclTensor* in_p, const aclIntArray* prefix, double scale,
+                                double keep_prob, int64_t pre_tokens, int64_t next_tokens, int64_t head_num,
+                                const char* input_layout, int64_t inner_precise, int64_t sparse_mode,
+                                const aclTensor* dq_p, const aclTensor* dk_p, const aclTensor* dv_p,
+                                const aclTensor* dpse, bool varlen = false,
+                                const aclIntArray* q_lengths = nullptr,
+                                const aclIntArray* kv_lengths = nullptr) {
   const aclTensor& q = need(q_p, "query");
   const aclTensor& key = need(k_p, "key");
   const aclTensor& value = need(v_p, "value");
@@ -272,8 +333,9 @@ Plan flash_attention_score_grad(const aclTensor* q_p, const aclTensor* k_p, cons
   if (softmax_in != nullptr && numel(need(softmax_in, "softmaxInOptional")) != 0)
     fail(kErrParamInvalid, "softmaxInOptional is reserved: pass an empty tensor or NULL");
   if (dpse != nullptr && numel(need(dpse, "dpseOut")) != 0) fail(kErrParamInvalid, "dpseOut without pse");
-  const Sizes z = check_common(q, key, value, mask_p, pse_shift, drop_mask, padding_mask, prefix, scale, keep_prob,
-                               pre_tokens, next_tokens, head_num, input_layout, sparse_mode);
+  const Sizes z = check_common(q, key, value, mask_p, pse_shift, drop_mask, padding_mask, prefix, scale,
+                               keep_prob, pre_tokens, next_tokens, head_num, input_layout, sparse_mode,
+                               varlen, q_lengths, kv_lengths);
   std::vector<int64_t> out_dims = q.dims;
   out_dims.back() = z.q.e == q.dims.back() ? z.v.e : z.q.n * z.v.e;
   for (const auto& [t, what] : {std::pair{dy_p, "dy"}, std::pair{in_p, "attentionInOptional"}}) {
@@ -282,7 +344,7 @@ Plan flash_attention_score_grad(const aclTensor* q_p, const aclTensor* k_p, cons
   }
   for (const auto& [t, what] : {std::pair{max_p, "softmaxMaxOptional"}, std::pair{sum_p, "softmaxSumOptional"}}) {
     check_dtype(need(t, what), what, {ACL_FLOAT});
-    check_shape(*t, what, stats_shape(z), "[B, N1, S1, 8]");
+    check_shape(*t, what, stats_shape(z), stats_rule(z));
   }
   const std::pair<const aclTensor*, const aclTensor*> grads[] = {{dq_p, q_p}, {dk_p, k_p}, {dv_p, v_p}};
   for (const auto& [grad, like] : grads) {
@@ -343,9 +405,67 @@ ACLEMU_API aclnnStatus aclnnFlashAttentionScoreGrad(void* workspace, uint64_t wo
   return launch("aclnnFlashAttentionScoreGrad", workspace, workspaceSize, executor, stream);
 }
 
+// TND: the same first phases with the lengths after prefixOptional.
+ACLEMU_API aclnnStatus aclnnFlashAttentionVarLenScoreGetWorkspaceSize(
+    const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* realShiftOptional,
+    const aclTensor* dropMaskOptional, const aclTensor* paddingMaskOptional,
+    const aclTensor* attenMaskOptional, const aclIntArray* prefixOptional,
+    const aclIntArray* actualSeqQLenOptional, const aclIntArray* actualSeqKvLenOptional, double scaleValue,
+    double keepProb, int64_t preTokens, int64_t nextTokens, int64_t headNum, char* inputLayout,
+    int64_t innerPrecise, int64_t sparseMode, const aclTensor* softmaxMaxOut, const aclTensor* softmaxSumOut,
+    const aclTensor* softmaxOutOut, const aclTensor* attentionOutOut, uint64_t* workspaceSize,
+    aclOpExecutor** executor) {
+  return prepare("aclnnFlashAttentionVarLenScoreGetWorkspaceSize", "aclnnFlashAttentionVarLenScore",
+                 workspaceSize, executor, [&] {
+                   return flash_attention_score(
+                       query, key, value, realShiftOptional, dropMaskOptional, paddingMaskOptional,
+                       attenMaskOptional, prefixOptional, scaleValue, keepProb, preTokens, nextTokens,
+                       headNum, inputLayout, innerPrecise, sparseMode, softmaxMaxOut, softmaxSumOut,
+                       softmaxOutOut, attentionOutOut, true, actualSeqQLenOptional, actualSeqKvLenOptional);
+                 });
+}
+
+ACLEMU_API aclnnStatus aclnnFlashAttentionVarLenScore(void* workspace, uint64_t workspaceSize,
+                                                      aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnFlashAttentionVarLenScore", workspace, workspaceSize, executor, stream);
+}
+
+ACLEMU_API aclnnStatus aclnnFlashAttentionUnpaddingScoreGradGetWorkspaceSize(
+    const aclTensor* query, const aclTensor* keyIn, const aclTensor* value, const aclTensor* dy,
+    const aclTensor* pseShiftOptional, const aclTensor* dropMaskOptional,
+    const aclTensor* paddingMaskOptional, const aclTensor* attenMaskOptional,
+    const aclTensor* softmaxMaxOptional, const aclTensor* softmaxSumOptional,
+    const aclTensor* softmaxInOptional, const aclTensor* attentionInOptional,
+    const aclIntArray* prefixOptional, const aclIntArray* actualSeqQLenOptional,
+    const aclIntArray* actualSeqKvLenOptional, double scaleValue, double keepProb, int64_t preTokens,
+    int64_t nextTokens, int64_t headNum, char* inputLayout, int64_t innerPrecise, int64_t sparseMode,
+    const aclTensor* dqOut, const aclTensor* dkOut, const aclTensor* dvOut, const aclTensor* dpseOut,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
+  return prepare("aclnnFlashAttentionUnpaddingScoreGradGetWorkspaceSize",
+                 "aclnnFlashAttentionUnpaddingScoreGrad", workspaceSize, executor, [&] {
+                   return flash_attention_score_grad(
+                       query, keyIn, value, dy, pseShiftOptional, dropMaskOptional, paddingMaskOptional,
+                       attenMaskOptional, softmaxMaxOptional, softmaxSumOptional, softmaxInOptional,
+                       attentionInOptional, prefixOptional, scaleValue, keepProb, preTokens, nextTokens,
+                       headNum, inputLayout, innerPrecise, sparseMode, dqOut, dkOut, dvOut, dpseOut, true,
+                       actualSeqQLenOptional, actualSeqKvLenOptional);
+                 });
+}
+
+ACLEMU_API aclnnStatus aclnnFlashAttentionUnpaddingScoreGrad(void* workspace, uint64_t workspaceSize,
+                                                             aclOpExecutor* executor, aclrtStream stream) {
+  return launch("aclnnFlashAttentionUnpaddingScoreGrad", workspace, workspaceSize, executor, stream);
+}
+
 static_assert(std::is_same_v<decltype(&aclnnFlashAttentionScoreGetWorkspaceSize),
                              oao::acl::FlashAttentionScorePrepare>);
 static_assert(std::is_same_v<decltype(&aclnnFlashAttentionScore), oao::acl::Launch>);
 static_assert(std::is_same_v<decltype(&aclnnFlashAttentionScoreGradGetWorkspaceSize),
                              oao::acl::FlashAttentionScoreGradPrepare>);
 static_assert(std::is_same_v<decltype(&aclnnFlashAttentionScoreGrad), oao::acl::Launch>);
+static_assert(std::is_same_v<decltype(&aclnnFlashAttentionVarLenScoreGetWorkspaceSize),
+                             oao::acl::FlashAttentionVarLenScorePrepare>);
+static_assert(std::is_same_v<decltype(&aclnnFlashAttentionVarLenScore), oao::acl::Launch>);
+static_assert(std::is_same_v<decltype(&aclnnFlashAttentionUnpaddingScoreGradGetWorkspaceSize),
+                             oao::acl::FlashAttentionUnpaddingScoreGradPrepare>);
+static_assert(std::is_same_v<decltype(&aclnnFlashAttentionUnpaddingScoreGrad), oao::acl::Launch>);

@@ -1,4 +1,4 @@
-// libnnopbase.so: tensor descriptors and the explicit executor destroy.
+// libnnopbase.so: tensor and int-array descriptors and the explicit executor destroy.
 #include <memory>
 #include <type_traits>
 
@@ -67,6 +67,29 @@ ACLEMU_API aclnnStatus aclDestroyTensor(const aclTensor* tensor) {
   return kSuccess;
 }
 
+ACLEMU_API aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size) {
+  if (hooks().enter("aclCreateIntArray") != 0) return nullptr;
+  if (size > 0 && value == nullptr) {
+    hooks().set_error("aclCreateIntArray: value is NULL");
+    return nullptr;
+  }
+  auto* array = new aclIntArray{{value, value + size}};
+  hooks().add_live(Kind::kIntArray, array);
+  return array;
+}
+
+// The first phase copied the values, so no queued work keeps the array.
+ACLEMU_API aclnnStatus aclDestroyIntArray(const aclIntArray* array) {
+  if (aclnnStatus injected = hooks().enter("aclDestroyIntArray")) return injected;
+  if (array == nullptr) return kSuccess;
+  if (!hooks().remove_live(Kind::kIntArray, array)) {
+    hooks().set_error("aclDestroyIntArray: not a live aclIntArray (destroyed twice?)");
+    return kErrParamInvalid;
+  }
+  delete array;
+  return kSuccess;
+}
+
 // For an executor whose second phase never ran; the second phase frees its own.
 ACLEMU_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
   if (aclnnStatus injected = hooks().enter("aclDestroyAclOpExecutor")) return injected;
@@ -84,4 +107,6 @@ ACLEMU_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
 
 static_assert(std::is_same_v<decltype(&aclCreateTensor), oao::acl::CreateTensor>);
 static_assert(std::is_same_v<decltype(&aclDestroyTensor), oao::acl::DestroyTensor>);
+static_assert(std::is_same_v<decltype(&aclCreateIntArray), oao::acl::CreateIntArray>);
+static_assert(std::is_same_v<decltype(&aclDestroyIntArray), oao::acl::DestroyIntArray>);
 static_assert(std::is_same_v<decltype(&aclDestroyAclOpExecutor), oao::acl::DestroyExecutor>);

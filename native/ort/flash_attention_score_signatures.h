@@ -255,7 +255,8 @@ class FlashAttentionChecks {
   std::string error_;
 };
 
-// Lengths as the checks read them: host memory (the CPU's inputs, or copies of device ones).
+// Lengths as the checks read them: host memory on every execution provider (their slots are host
+// inputs: aclnn takes them as host aclIntArrays).
 using FaHostLengths = std::optional<Io::Untyped>;
 
 // What both ops share: the attributes (Schema: their defaults and choices), the mask, lengths,
@@ -276,12 +277,12 @@ struct FlashAttentionBase : Signature {
 
   struct Common {
     std::optional<Io::Untyped> mask;           // bool or uint8, as the node passes it
-    FaHostLengths query_lengths, key_lengths;  // as the node passes them (device memory under aclnn)
+    FaHostLengths query_lengths, key_lengths;  // as the node passes them
     FlashAttentionGeometry g;
     Shape out_shape, stats_shape;
   };
 
-  // The inputs, checked against the contract (on the CPU the lengths are in host memory already).
+  // The inputs, checked against the contract.
   template <class Args>
   Ort::Status read(const Io& io, Args& a) const {
     Op::inputs(io, a);
@@ -327,8 +328,8 @@ struct FlashAttentionScoreSignature
                                      {"key", kT},
                                      {"value", kT},
                                      {"atten_mask", kFaAnyType, true},
-                                     {"actual_seq_lengths_query", kFaAnyType, true},
-                                     {"actual_seq_lengths_kv", kFaAnyType, true}};
+                                     {"actual_seq_lengths_query", kFaAnyType, true, true},
+                                     {"actual_seq_lengths_kv", kFaAnyType, true, true}};
   static constexpr Slot kOutputs[] = {{"attention_out", kT},
                                       {"softmax_max", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
                                       {"softmax_sum", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
@@ -363,8 +364,8 @@ struct FlashAttentionScoreGradSignature
                                      {"softmax_max", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
                                      {"softmax_sum", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
                                      {"attention_in", kT},
-                                     {"actual_seq_lengths_query", kFaAnyType, true},
-                                     {"actual_seq_lengths_kv", kFaAnyType, true}};
+                                     {"actual_seq_lengths_query", kFaAnyType, true, true},
+                                     {"actual_seq_lengths_kv", kFaAnyType, true, true}};
   static constexpr Slot kOutputs[] = {{"dq", kT}, {"dk", kT}, {"dv", kT}};
 
   using Base::Base;

@@ -171,9 +171,13 @@ def _as_ortvalue(value) -> ort.OrtValue:
 def training_session_options(*, threads: int | None = None, native: bool = True) -> ort.SessionOptions:
     """``session_options`` for the training API's sessions: a step runs the training session, then
     the optimizer's (and the eval's), so a thread pool left spinning after one takes the cores the
-    next one needs (measured 2x slower steps on two threads). Spinning is off."""
+    next one needs (measured 2x slower steps on two threads). Spinning is off. So is ONNX
+    Runtime's memory pattern: its one block for a run's activations comes on top of the arena
+    chunks the first run of each shape grew, which the arena keeps (a Llama's step at S=1024:
+    peak 4360 MB with it, 2902 MB without, and no slower; docs/PERFORMANCE.md)."""
     options = session_options(threads=threads, native=native)
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.enable_mem_pattern = False
     return options
 
 

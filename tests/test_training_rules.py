@@ -635,6 +635,21 @@ def test_loss_gradient_matches_numpy(op, reduction, variant, rng):
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-10, atol=1e-14)
 
 
+def test_a_cross_entropy_gradient_is_softmax_scaled_then_the_label_added(rng):
+    # One [N, C] buffer from the Exp on (the one-hot is added into it): no zeros of that shape
+    # scattered beside it, no Sub of the two. Its values: test_loss_gradient_matches_numpy.
+    shape, labels, _, _ = LOSS_VARIANTS["nd-ignore-outside"]
+    x = {"a": rng.standard_normal(shape)}
+    model = single_op_model(SCE, x, {"labels": labels}, {"ignore_index": -100}, 1, [()])
+    training = build_training_model(model, "loss", ["a"])
+    produced = {o: n for n in training.graph.node for o in n.output}
+    (scatter,) = [n for n in training.graph.node if n.op_type == "ScatterElements"]
+    assert [helper.get_attribute_value(a) for a in scatter.attribute if a.name == "reduction"] == [b"add"]
+    scaled = produced[scatter.input[0]]
+    assert scaled.op_type == "Mul" and produced[scaled.input[0]].op_type == "Exp"
+    assert "Sub" not in [n.op_type for n in training.graph.node]
+
+
 def half_model(node, x, extra_inputs, out_shape):
     """loss = ReduceSum(Cast(y, float) * r) of one float16 node y = node(x, ...)."""
     nodes = [

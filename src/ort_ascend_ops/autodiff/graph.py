@@ -80,6 +80,7 @@ class Backward:
         self._taken = {v for n in graph.node for v in [*n.input, *n.output]} | set(self._types)
         self._shapes: dict[str, str] = {}
         self._rows_added: dict[str, tuple[str, str, str]] = {}  # total's: result -> (table, rows, updates)
+        self._picked: dict[str, tuple[str, str, int]] = {}  # one_picked's: result -> (indices, values, axis)
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
 
@@ -229,6 +230,19 @@ class Backward:
         axes = self.op("Reshape", self.op("NonZero", mask), self.const([-1]))
         summed = self.op("ReduceSum", grad, axes, keepdims=1, noop_with_empty_axes=1, hint=target)
         return self.op("Reshape", summed, t_shape, hint=target)
+
+    def one_picked(self, like: str, indices: str, values: str, axis: int, elem_type: int) -> str:
+        """Zeros of ``like``'s shape but for ``values`` (of ``elem_type``) at ``indices`` along
+        ``axis``, one per position of the other axes (both of size 1 along ``axis``): a likelihood
+        loss's gradient. ``picked`` gives the LogSoftmax rule its parts."""
+        zeros = self.zeros_like(like, elem_type)
+        result = self.op("ScatterElements", zeros, indices, values, axis=axis)
+        self._picked[result] = (indices, values, axis)
+        return result
+
+    def picked(self, grad: str) -> tuple[str, str, int] | None:
+        """(indices, values, axis) of a gradient ``one_picked`` made, else None."""
+        return self._picked.get(grad)
 
     def rows_added(self, table: str, rows: str, updates: str) -> str:
         """``updates`` (rows of ``table``'s shape, in its accumulation type) added into zeros of

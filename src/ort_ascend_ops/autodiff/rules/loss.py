@@ -65,11 +65,8 @@ def _log_prob_grad(b: Backward, node: onnx.NodeProto, g: str) -> str:
     # -c at [n, label, d...]: one value per label scattered along the class axis (each position
     # once, so the order of writes cannot matter).
     values = b.op("Expand", b.op("Neg", coefficient), b.shape_of(labels))
-    zeros = b.zeros_like(x, acc)
     axis = b.const([1])
-    picked = b.op(
-        "ScatterElements", zeros, b.op("Unsqueeze", labels, axis), b.op("Unsqueeze", values, axis), axis=1
-    )
+    picked = b.one_picked(x, b.op("Unsqueeze", labels, axis), b.op("Unsqueeze", values, axis), 1, acc)
     return b.convert(picked, acc, elem)
 
 

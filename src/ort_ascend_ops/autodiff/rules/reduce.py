@@ -27,6 +27,14 @@ def log_softmax(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
 def log_softmax_grad(b: Backward, g: str, y: str, axis: int) -> str:
     """The gradient reaching x of y = LogSoftmax(x) over ``axis`` (the loss rules share it):
     g - softmax(x) sum(g) over the axis."""
+    picked = b.picked(g)
+    if picked is not None and picked[2] == axis:
+        # A likelihood loss's g, one value u per row: -softmax(x) u, then u added at its index,
+        # in the one buffer the Exp makes (a language model's [tokens, vocabulary] is the
+        # step's largest tensor; the general form holds three of them at once).
+        indices, values, _ = picked
+        scaled = b.op("Mul", b.op("Exp", y), b.op("Neg", values))
+        return b.op("ScatterElements", scaled, indices, values, axis=axis, reduction="add")
     total = b.op("ReduceSum", g, b.const([axis]), keepdims=1)
     return b.op("Sub", g, b.op("Mul", b.op("Exp", y), total))
 

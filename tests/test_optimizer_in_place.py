@@ -1,6 +1,7 @@
-"""AdamW's step in place: parameters and states keep their buffers and a step allocates nothing
-of their size (peak RSS of a child process); the functional forms (SGD, ``native=False``)
-against torch.optim."""
+"""Optimizer steps in place: parameters and states keep their buffers and a step allocates
+nothing of their size (peak RSS of a child process), AdamW natively (its kernel's alias map) and
+SGD on any session (each update bound to its own buffer); the functional AdamW of
+``native=False``; all against torch.optim."""
 
 import json
 import subprocess
@@ -64,22 +65,35 @@ def test_native_adamw_updates_every_parameter_and_state_in_its_own_buffer(tmp_pa
         assert relative_error(state.parameters[n].data, expected[n]) <= 1e-6, n
 
 
-@pytest.mark.parametrize(
-    "options, native, tolerance",
-    [
-        (AdamW(lr=1e-2, weight_decay=0.1), False, 1e-6),
-        (SGD(lr=0.05, momentum=0.9), True, 1e-6),
-        (SGD(lr=0.05, momentum=0.9), False, 1e-6),
-    ],
-    ids=["adamw-portable", "sgd-momentum", "sgd-momentum-portable"],
-)
-def test_functional_updates_equal_torch_optim(options, native, tolerance, tmp_path):
+SGDS = {
+    "plain": SGD(lr=0.05),
+    "momentum": SGD(lr=0.05, momentum=0.9),
+    "nesterov-decay": SGD(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1),
+    "dampening-decay": SGD(lr=0.05, momentum=0.8, dampening=0.3, weight_decay=0.01),
+}
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+@pytest.mark.parametrize("options", SGDS.values(), ids=SGDS.keys())
+def test_sgd_updates_every_parameter_and_state_in_its_own_buffer(options, native, tmp_path):
     torch = pytest.importorskip("torch")
     state, module, optimizer = _training(tmp_path, options, native=native)
+    assert optimizer.updates_in_place
+    before = _buffers(state, options)
+    expected = _train(torch, state, module, optimizer, options)
+    assert _buffers(state, options) == before
+    for n in SHAPES:
+        assert relative_error(state.parameters[n].data, expected[n]) <= 1e-6, n
+
+
+def test_portable_adamw_updates_into_second_buffers_and_equals_torch_optim(tmp_path):
+    torch = pytest.importorskip("torch")
+    options = AdamW(lr=1e-2, weight_decay=0.1)
+    state, module, optimizer = _training(tmp_path, options, native=False)
     assert not optimizer.updates_in_place
     expected = _train(torch, state, module, optimizer, options)
     for n in SHAPES:
-        assert relative_error(state.parameters[n].data, expected[n]) <= tolerance, n
+        assert relative_error(state.parameters[n].data, expected[n]) <= 1e-6, n
 
 
 def test_a_parameter_read_by_another_node_is_not_updated_in_place():
@@ -98,13 +112,14 @@ _STEP_PEAK = textwrap.dedent(
     from onnx import TensorProto, helper, numpy_helper
     from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
     from ort_ascend_ops.training.artifacts import generate_artifacts
-    from ort_ascend_ops.training.optim import AdamW
+    from ort_ascend_ops.training.optim import SGD, AdamW
 
     def status_kib(field):
         with open("/proc/self/status") as status:
             return int(status.read().split(field + ":")[1].split()[0])
 
     folder, n, native = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+    options = AdamW() if sys.argv[4] == "adamw" else SGD(momentum=0.9)
     nodes = [helper.make_node("Mul", ["w", "g"], ["t"]), helper.make_node("ReduceSum", ["t"], ["loss"], keepdims=0)]
     graph = helper.make_graph(
         nodes, "linear", [helper.make_tensor_value_info("g", TensorProto.FLOAT, [n])],
@@ -112,7 +127,7 @@ _STEP_PEAK = textwrap.dedent(
         [numpy_helper.from_array(np.ones(n, np.float32), "w")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    paths = generate_artifacts(model, optimizer=AdamW(), artifact_directory=folder)
+    paths = generate_artifacts(model, optimizer=options, artifact_directory=folder)
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
     module = Module(paths["training"], state, threads=1, native=native)
     optimizer = Optimizer(paths["optimizer"], module)
@@ -128,19 +143,23 @@ _STEP_PEAK = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["in-place", "portable"])
-def test_a_step_in_place_allocates_nothing_of_the_parameters_size(native, tmp_path):
-    n = 16 << 20  # 64 MiB a tensor: parameter, gradient and two states
+@pytest.mark.parametrize(
+    "optimizer, native, in_place",
+    [("adamw", True, True), ("adamw", False, False), ("sgd", True, True), ("sgd", False, True)],
+    ids=["adamw", "adamw-portable", "sgd-momentum", "sgd-momentum-portable"],
+)
+def test_a_step_in_place_allocates_nothing_of_the_parameters_size(optimizer, native, in_place, tmp_path):
+    n = 16 << 20  # 64 MiB a tensor: parameter, gradient and the states
     run = subprocess.run(
-        [sys.executable, "-c", _STEP_PEAK, str(tmp_path), str(n), str(int(native))],
+        [sys.executable, "-c", _STEP_PEAK, str(tmp_path), str(n), str(int(native)), optimizer],
         capture_output=True,
         text=True,
         check=True,
     )
     result = json.loads(run.stdout.splitlines()[-1])
     tensor = 4 * n
-    assert result["in_place"] == native
-    if native:
+    assert result["in_place"] == in_place
+    if in_place:
         assert result["growth"] < tensor / 8, result
     else:  # the functional form writes a second parameter and two second states
         assert result["growth"] > 2 * tensor, result

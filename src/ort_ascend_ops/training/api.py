@@ -3,9 +3,9 @@
 
 Parameters, gradients and optimizer states are OrtValues in ONNX Runtime's memory that the
 sessions read and write through IOBinding: nothing goes through NumPy between steps. AdamW updates
-them in place (``optim.in_place``); SGD, and AdamW under ``native=False`` or session options of
-the user's, write into a second buffer that then takes the first one's place, so each updated value costs
-twice its size."""
+them in place (``optim.in_place``), SGD by writing each update into the buffer it replaces
+(``optim.OWN_BUFFERS``); AdamW under ``native=False`` or session options of the user's writes into
+a second buffer that then takes the first one's place, so each updated value costs twice its size."""
 
 from __future__ import annotations
 
@@ -23,7 +23,16 @@ from ..opschema import elem_type
 from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, session_options
 from .artifacts import pruned
 from .checkpoint import Contents, check_property, read, write
-from .optim import LEARNING_RATE, STEP, UPDATED_ELEMENTS, from_metadata, in_place, state_name, updated
+from .optim import (
+    LEARNING_RATE,
+    OWN_BUFFERS,
+    STEP,
+    UPDATED_ELEMENTS,
+    from_metadata,
+    in_place,
+    state_name,
+    updated,
+)
 
 
 def _elem_type(value: ort.OrtValue) -> int:
@@ -383,6 +392,7 @@ class Optimizer:
         options = session_options or module._options
         # In place needs our kernel's alias map and sequential execution: our own options.
         self._in_place = in_place(model) if module._native and options is None else None
+        self._own_buffers = self._in_place is None and type(self.options) in OWN_BUFFERS
         self._session = _session(self._in_place or model, module._threads, module._native, options)
         inputs = {i.name for i in self._session.get_inputs()}
         self._names = [p for p in state.parameters.keys() if p in inputs]
@@ -422,7 +432,7 @@ class Optimizer:
     def updates_in_place(self) -> bool:
         """Whether a step writes parameters and states into their own buffers (see the module's
         doc) rather than into a second one."""
-        return self._in_place is not None
+        return self._in_place is not None or self._own_buffers
 
     def step(self) -> None:
         """One update of every trainable parameter from its current gradient."""
@@ -440,12 +450,22 @@ class Optimizer:
             binding.bind_ortvalue_input(grad_name(p), parameter._grad)
             for s in self.options.states:
                 binding.bind_ortvalue_input(state_name(p, s), state._optimizer_states[s][p])
-        if self.updates_in_place:
+        if self._in_place is not None:
             binding.bind_output(UPDATED_ELEMENTS)
             self._session.run_with_iobinding(binding)
+        elif self._own_buffers:
+            self._step_into_own_buffers(binding)
         else:
             self._step_into_spares(binding)
         self._scalars["step"] = self.step_count + 1
+
+    def _step_into_own_buffers(self, binding: ort.IOBinding) -> None:
+        state = self._module._state
+        for p in self._names:
+            binding.bind_ortvalue_output(updated(p), state.parameters[p]._value)
+            for s in self.options.states:
+                binding.bind_ortvalue_output(updated(state_name(p, s)), state._optimizer_states[s][p])
+        self._session.run_with_iobinding(binding)
 
     def _step_into_spares(self, binding: ort.IOBinding) -> None:
         state = self._module._state

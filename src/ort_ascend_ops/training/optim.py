@@ -14,7 +14,15 @@ writes it, and in this graph nothing else reads a parameter or a state, so no re
 half-updated tensor. The planner honours aliases in sequential execution only, and an inlined reference function
 has none: the training API runs this form in sessions of its own options (the library registered,
 sequential), and the functional model (a second buffer per tensor) otherwise. The in-place form
-carries no function, so that a session without the library fails instead of dropping updates."""
+carries no function, so that a session without the library fails instead of dropping updates.
+
+SGD's graph of standard ops runs with each update's output bound (IOBinding) to the buffer it
+replaces, on any session: ONNX Runtime writes a bound graph output into the memory given and
+never reuses a graph input's buffer for anything else. That is safe for the graph ``_sgd``
+builds: the node writing a tensor's update is elementwise over same-shaped operands (each
+element read before its own write), and every other node reading that tensor (the weight
+decay's product, the momentum's) is upstream of it. ``OWN_BUFFERS`` names the optimizers whose
+graphs keep to that."""
 
 from __future__ import annotations
 
@@ -153,6 +161,9 @@ def _sgd(b: _Builder, o: SGD, lr: str, t: str, p: str, g: str, states: dict[str,
 
 # Per optimizer, the update of one parameter: {old value: new value}.
 _UPDATES: dict[type, Callable[..., dict[str, str]]] = {AdamW: _adamw, SGD: _sgd}
+# The optimizers whose functional graph may write each update into the buffer it replaces (the
+# module's doc says why).
+OWN_BUFFERS = frozenset({SGD})
 
 
 def optimizer_model(parameters: Mapping[str, onnx.TypeProto], options: AdamW | SGD) -> onnx.ModelProto:

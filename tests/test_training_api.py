@@ -2,6 +2,7 @@
 torch.optim, gradient accumulation, checkpoints (atomic, killed mid-save, resumed bit for bit),
 export for inference, the errors users meet."""
 
+import json
 import os
 import signal
 import subprocess
@@ -444,3 +445,44 @@ def test_a_truncated_checkpoint_is_a_value_error(tmp_path):
         (tmp_path / "cut.safetensors").write_bytes(data[:size])
         with pytest.raises(ValueError, match="cut.safetensors: not a readable safetensors file"):
             CheckpointState.load_checkpoint(tmp_path / "cut.safetensors")
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_session_options_of_the_users_keep_the_library(native, tmp_path):
+    # A profiled step: the given options get the library (unless native=False), so our nodes run
+    # as themselves, not as their inlined reference functions' standard ops.
+    import onnxruntime as ort
+
+    from ort_ascend_ops.examples import byte_llama
+
+    paths = generate_artifacts(
+        onnx.load(byte_llama.model_path()), loss=None, optimizer=AdamW(), artifact_directory=tmp_path
+    )
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "profile")
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state, native=native, session_options=options)
+    ids = np.random.default_rng().integers(0, 256, (2, 24), dtype=np.int64)
+    module(ids, ids)
+    profile = json.load(open(module.training_session.end_profiling()))
+    ran = {e["args"]["op_name"] for e in profile if e.get("cat") == "Node" and "op_name" in e.get("args", {})}
+    ours = {"RmsNorm", "RmsNormGrad", "FlashAttentionScore", "FlashAttentionScoreGrad"}
+    assert ours <= ran if native else not ours & ran, sorted(ran)
+
+
+def test_options_holding_the_library_by_hand_get_a_clear_error():
+    import onnxruntime as ort
+
+    from ort_ascend_ops import get_library_path, make_op_model, make_session
+
+    model = make_op_model("RmsNorm", {"x": (np.float32, [2, 4]), "gamma": (np.float32, [4])})
+
+    def by_hand():
+        options = ort.SessionOptions()
+        options.register_custom_ops_library(get_library_path())
+        return options
+
+    with pytest.raises(ValueError, match="register the 'ort_ascend_ops' library twice.*native=False"):
+        make_session(model, options=by_hand())
+    make_session(model, options=by_hand(), native=False)  # the hand-registered library runs it

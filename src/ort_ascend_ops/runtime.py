@@ -20,6 +20,9 @@ from .domain import DOMAIN
 from .opschema import bind_types, load_op_specs
 
 _LIBRARY_NAME = "libort_ascend_ops.so"
+# Marks options that hold a library of our domain (this one, or the aclnn emulator's build):
+# ONNX Runtime cannot say, and a second one fails the session ("Domain already set in registry").
+LIBRARY_KEY = "ort_ascend_ops.library"
 
 
 def get_library_path() -> str:
@@ -95,9 +98,21 @@ def session_options(*, threads: int | None = None, native: bool = True) -> ort.S
     reference functions run instead) and, if given, a fixed intra-op thread count."""
     options = ort.SessionOptions()
     if native:
-        options.register_custom_ops_library(get_library_path())
+        with_library(options)
     if threads is not None:
         options.intra_op_num_threads = threads
+    return options
+
+
+def with_library(options: ort.SessionOptions) -> ort.SessionOptions:
+    """``options`` with the native library registered, once: options of ``session_options`` and
+    of earlier calls already hold it; options where it was registered by hand must not come here
+    (pass ``native=False`` with them)."""
+    try:
+        options.get_session_config_entry(LIBRARY_KEY)
+    except RuntimeError:  # not there: not registered by us
+        options.register_custom_ops_library(get_library_path())
+        options.add_session_config_entry(LIBRARY_KEY, "1")
     return options
 
 
@@ -172,9 +187,15 @@ def make_session(
     Runtime's CPU has no bfloat16 kernel for (MatMul, Add, Softmax, ...) compute in float32
     between casts, each result rounded to bfloat16 as PyTorch does (``widen_bfloat16``; a model
     without bfloat16 goes to ONNX Runtime as it is). Not with other providers
-    (``make_ascend_session``): the NPU's kernels run bfloat16."""
+    (``make_ascend_session``): the NPU's kernels run bfloat16. Given ``options`` (to profile, say)
+    get the library too unless ``native=False`` (``with_library``), and ``threads`` if given."""
     if options is None:
         options = session_options(threads=threads, native=native)
+    else:
+        if native:
+            with_library(options)
+        if threads is not None:
+            options.intra_op_num_threads = threads
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
     check_nodes(loaded)
     runnable = widen_bfloat16(loaded) if _cpu_only(providers) else loaded
@@ -186,7 +207,15 @@ def make_session(
             # From bytes, ONNX Runtime finds the file's external data only when told where.
             folder = str(Path(model).resolve().parent)
             options.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
-    return Session(ort.InferenceSession(source, options, providers=list(providers)))
+    try:
+        return Session(ort.InferenceSession(source, options, providers=list(providers)))
+    except Exception as error:
+        if "Domain already set in registry" not in str(error):
+            raise
+        raise ValueError(
+            f"make_session: the session options register the '{DOMAIN}' library twice (once by hand, "
+            "once here): pass such options with native=False, or make them with session_options()"
+        ) from None
 
 
 def ascend_providers(device_id: int = 0, **cann_options: object) -> list[str | tuple[str, dict[str, str]]]:

@@ -62,6 +62,7 @@ def activate() -> None:
 def session_options(*, threads: int | None = None) -> ort.SessionOptions:
     options = ort.SessionOptions()
     options.register_custom_ops_library(library_path())
+    options.add_session_config_entry(runtime.LIBRARY_KEY, "1")  # in place of the CPU library
     if threads is not None:
         options.intra_op_num_threads = threads
     return options

@@ -192,7 +192,7 @@ def training_session_options(*, threads: int | None = None, native: bool = True)
 
 def _session(model: onnx.ModelProto, threads: int | None, native: bool, options: ort.SessionOptions | None):
     return make_session(
-        model, options=options or training_session_options(threads=threads, native=native)
+        model, native=native, options=options or training_session_options(threads=threads, native=native)
     ).ort
 
 
@@ -250,7 +250,8 @@ class Module:
     loss and the gradients and adds them to those of the calls since ``lazy_reset_grad`` (or
     since the start), as onnxruntime-training's Module does: call ``lazy_reset_grad`` after each
     optimizer step. ``threads``: ONNX Runtime's intra-op threads; ``native=False`` runs the
-    reference functions instead of the native library."""
+    reference functions instead of the native library. ``session_options`` (to turn on ONNX
+    Runtime's profiler, say) get the library registered unless ``native=False``."""
 
     def __init__(
         self,

@@ -212,6 +212,26 @@ def test_lazy_reset_grad_overwrites_and_a_new_module_starts_fresh(mse_artifacts)
         np.testing.assert_array_equal(p.grad, once[n])
 
 
+def test_accumulation_writes_each_gradient_in_its_own_buffer_and_reads_are_copies(mse_artifacts):
+    data = hf.batch("mse", 1)
+    state = CheckpointState.load_checkpoint(mse_artifacts["checkpoint"])
+    module = Module(mse_artifacts["training"], state, threads=1)
+    optimizer = Optimizer(mse_artifacts["optimizer"], module)
+    module(data["input_ids"], data["target"])
+    buffers = {n: p._grad.data_ptr() for n, p in state.parameters.items() if p._grad is not None}
+    grads, values = (
+        {n: p.grad for n, p in state.parameters.items()},
+        {n: p.data for n, p in state.parameters.items()},
+    )
+    module(data["input_ids"], data["target"])
+    optimizer.step()
+    assert {n: state.parameters[n]._grad.data_ptr() for n in buffers} == buffers
+    for n, p in state.parameters.items():
+        if p.grad is not None:
+            np.testing.assert_allclose(p.grad, 2 * grads[n], rtol=1e-6, atol=1e-9)
+            assert not np.array_equal(p.data, values[n]), n  # the arrays read before kept their values
+
+
 def test_native_and_portable_gradients_agree(mse_artifacts):
     data = hf.batch("mse", 2)
     grads = {}

@@ -58,9 +58,10 @@ class Parameter:
         self._value = value
         self._grad: ort.OrtValue | None = None
 
+    # OrtValue.numpy() shares the buffer, which steps and accumulations now write in place.
     @property
     def data(self) -> np.ndarray:
-        return _as_numpy(self._value)
+        return _as_numpy(self._value).copy()
 
     @data.setter
     def data(self, array: np.ndarray) -> None:
@@ -75,7 +76,7 @@ class Parameter:
     @property
     def grad(self) -> np.ndarray | None:
         """The gradient the module last computed or accumulated; None before its first call."""
-        return None if self._grad is None else _as_numpy(self._grad)
+        return None if self._grad is None else _as_numpy(self._grad).copy()
 
     def __repr__(self) -> str:
         return f"Parameter({self.name!r}, shape={self._value.shape()}, requires_grad={self.requires_grad})"
@@ -276,7 +277,6 @@ class Module:
         self._reset_pending = True
         self._adder: ort.InferenceSession | None = None
         self._scratch: dict[str, ort.OrtValue] = {}
-        self._spare: dict[str, ort.OrtValue] = {}
 
     def train(self, mode: bool = True) -> Module:
         self._training = mode
@@ -346,15 +346,14 @@ class Module:
                 for n in names
             ]
             self._adder = _session(_accumulation_model(types), self._threads, False, self._options)
+        # Each sum written into the gradient's own buffer: one elementwise Add per gradient reads
+        # its operands where it writes (as SGD's update does: optim.py's doc).
         binding = self._adder.io_binding()
         for i, name in enumerate(names):
-            self._spare.setdefault(name, _zeros_like(parameters[name]._value))
             binding.bind_ortvalue_input(f"a{i}", parameters[name]._grad)
             binding.bind_ortvalue_input(f"b{i}", self._scratch[name])
-            binding.bind_ortvalue_output(f"sum{i}", self._spare[name])
+            binding.bind_ortvalue_output(f"sum{i}", parameters[name]._grad)
         self._adder.run_with_iobinding(binding)
-        for name in names:
-            parameters[name]._grad, self._spare[name] = self._spare[name], parameters[name]._grad
 
     def export_model_for_inferencing(self, inference_model_uri, graph_output_names: Sequence[str]) -> None:
         """Writes the eval model computing ``graph_output_names`` (outputs or inner values), the

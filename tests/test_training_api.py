@@ -506,3 +506,66 @@ def test_options_holding_the_library_by_hand_get_a_clear_error():
     with pytest.raises(ValueError, match="register the 'ort_ascend_ops' library twice.*native=False"):
         make_session(model, options=by_hand())
     make_session(model, options=by_hand(), native=False)  # the hand-registered library runs it
+
+
+@pytest.mark.parametrize(
+    "max_norm, norm_type",
+    [(0.01, 2.0), (1e6, 2.0), (0.001, float("inf")), (0.05, 1.5)],
+    ids=["clipped", "under-the-limit", "inf", "p1.5"],
+)
+def test_clip_grad_norm_equals_torch(max_norm, norm_type, mse_artifacts):
+    torch = pytest.importorskip("torch")
+    from ort_ascend_ops.training.api import clip_grad_norm_
+
+    data = hf.batch("mse", 2)
+    state = CheckpointState.load_checkpoint(mse_artifacts["checkpoint"])
+    module = Module(mse_artifacts["training"], state, threads=1)
+    module(data["input_ids"], data["target"])
+    grads = {n: p.grad for n, p in state.parameters.items() if p.grad is not None}
+    leaves = []
+    for grad in grads.values():
+        leaf = torch.zeros(grad.shape, requires_grad=True)
+        leaf.grad = torch.from_numpy(grad.copy())
+        leaves.append(leaf)
+    expected = torch.nn.utils.clip_grad_norm_(leaves, max_norm, norm_type=norm_type)
+    total = clip_grad_norm_(module, max_norm, norm_type=norm_type)
+    assert total == pytest.approx(float(expected), rel=1e-5)
+    for (name, grad), leaf in zip(grads.items(), leaves, strict=True):
+        clipped = state.parameters[name].grad
+        assert relative_error(clipped, leaf.grad.numpy()) <= 1e-5, name
+        if max_norm > 1e5:
+            np.testing.assert_array_equal(clipped, grad)  # a coefficient clamped at 1
+
+
+def test_clip_grad_norm_of_a_non_finite_gradient_is_torchs(mse_artifacts):
+    torch = pytest.importorskip("torch")
+    from ort_ascend_ops.training.api import clip_grad_norm_
+
+    data = hf.batch("mse", 1)
+    state = CheckpointState.load_checkpoint(mse_artifacts["checkpoint"])
+    module = Module(mse_artifacts["training"], state, threads=1)
+    module(data["input_ids"], data["target"])
+    name = next(n for n, p in state.parameters.items() if p.grad is not None)
+    poisoned = state.parameters[name].grad
+    poisoned.flat[0] = np.inf
+    state.parameters[name]._grad.update_inplace(poisoned)
+    leaf = torch.zeros(poisoned.shape, requires_grad=True)
+    leaf.grad = torch.from_numpy(poisoned.copy())
+    others = [p.grad for n, p in state.parameters.items() if p.grad is not None and n != name]
+    leaves = [leaf] + [torch.zeros(g.shape, requires_grad=True) for g in others]
+    for extra, g in zip(leaves[1:], others, strict=True):
+        extra.grad = torch.from_numpy(g.copy())
+    expected = torch.nn.utils.clip_grad_norm_(leaves, 1.0)  # error_if_nonfinite=False: inf, grads times 0
+    assert clip_grad_norm_(module, 1.0) == float(expected) == float("inf")
+    np.testing.assert_array_equal(state.parameters[name].grad, leaf.grad.numpy())  # NaN where inf, else 0
+
+
+def test_clip_grad_norm_errors_name_the_rule(mse_artifacts):
+    from ort_ascend_ops.training.api import clip_grad_norm_
+
+    state = CheckpointState.load_checkpoint(mse_artifacts["checkpoint"])
+    module = Module(mse_artifacts["training"], state, threads=1)
+    with pytest.raises(RuntimeError, match="clip_grad_norm_: no gradients yet"):
+        clip_grad_norm_(module, 1.0)
+    with pytest.raises(ValueError, match="clip_grad_norm_: norm_type must be positive"):
+        clip_grad_norm_(module, 1.0, norm_type=0)

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper
+from onnx import TensorProto, helper
 
 from ..autodiff import grad_name
 from ..opschema import elem_type
@@ -25,9 +25,12 @@ from .artifacts import pruned
 from .checkpoint import Contents, check_property, read, write
 from .optim import (
     LEARNING_RATE,
+    MAX_NORM,
     OWN_BUFFERS,
     STEP,
+    TOTAL_NORM,
     UPDATED_ELEMENTS,
+    clip_model,
     from_metadata,
     in_place,
     state_name,
@@ -277,6 +280,7 @@ class Module:
         self._reset_pending = True
         self._adder: ort.InferenceSession | None = None
         self._scratch: dict[str, ort.OrtValue] = {}
+        self._clippers: dict[tuple, ort.InferenceSession] = {}  # clip_grad_norm_'s sessions
 
     def train(self, mode: bool = True) -> Module:
         self._training = mode
@@ -509,3 +513,33 @@ class LinearLRScheduler:
 
     def step(self) -> None:
         self._optimizer.set_learning_rate(self.learning_rate(self._optimizer.step_count))
+
+
+def clip_grad_norm_(module: Module, max_norm: float, norm_type: float = 2.0) -> float:
+    """``torch.nn.utils.clip_grad_norm_`` over ``module``'s gradients (``error_if_nonfinite=False``):
+    the ``norm_type`` norm (2, inf or any p > 0) of every gradient's norm, returned; each gradient
+    scaled in its own buffer by ``max_norm / (norm + 1e-6)`` where that is below 1. One session
+    (built once per norm type) reads every gradient once for its norm and once to scale it."""
+    norm_type = float(norm_type)
+    if not norm_type > 0:
+        raise ValueError(f"clip_grad_norm_: norm_type must be positive (2, inf or p > 0), got {norm_type}")
+    parameters = module._state.parameters
+    grads = {n: g for n in module._train.grads if (g := parameters[n]._grad) is not None}
+    grads = {n: g for n, g in grads.items() if int(np.prod(g.shape(), dtype=np.int64))}
+    if not grads:
+        raise RuntimeError("clip_grad_norm_: no gradients yet: run the module first")
+    key = (norm_type, tuple(grads))
+    if key not in module._clippers:
+        types = [helper.make_tensor_type_proto(TensorProto.FLOAT, g.shape()) for g in grads.values()]
+        module._clippers[key] = _session(
+            clip_model(types, norm_type), module._threads, False, module._options
+        )
+    session = module._clippers[key]
+    binding = session.io_binding()
+    binding.bind_ortvalue_input(MAX_NORM, ortvalue_copy(np.array(max_norm, np.float32)))
+    binding.bind_output(TOTAL_NORM)  # the first output, as get_outputs() gives them
+    for i, grad in enumerate(grads.values()):
+        binding.bind_ortvalue_input(f"g{i}", grad)
+        binding.bind_ortvalue_output(f"clipped{i}", grad)
+    session.run_with_iobinding(binding)
+    return float(binding.get_outputs()[0].numpy())

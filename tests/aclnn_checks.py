@@ -48,6 +48,18 @@ FA_TND_CASES = [
 ]
 
 
+# Calls with nothing to compute, which fill their outputs without a vendor call: (layout, sizes
+# for flash_attention_inputs), and their ids.
+FA_EMPTY_CASES = [
+    ("BNSD", {"s2": 0}),
+    ("BNSD", {"batch": 0}),
+    ("BNSD", {"s1": 0}),
+    ("TND", {"lengths_kv": (0, 0)}),
+    ("TND", {"lengths_q": (0, 0)}),
+]
+FA_EMPTY_IDS = ["no-keys", "no-batch", "no-rows", "TND-no-keys", "TND-no-rows"]
+
+
 def fa_symbol(op_name, layout):
     return FA_VARLEN[op_name] if layout == "TND" else f"aclnn{op_name}"
 
@@ -64,6 +76,8 @@ def fa_vendor_refuses(inputs, attrs):
 
 
 __all__ = [
+    "FA_EMPTY_CASES",
+    "FA_EMPTY_IDS",
     "FA_TND_CASES",
     "FA_VARLEN",
     "Fail",

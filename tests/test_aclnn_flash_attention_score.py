@@ -6,7 +6,15 @@ rows, and the pages' limits refused before the vendor is called."""
 
 import numpy as np
 import pytest
-from aclnn_checks import FA_TND_CASES, InvalidArgument, assert_refused, fa_symbol, fa_vendor_refuses
+from aclnn_checks import (
+    FA_EMPTY_CASES,
+    FA_EMPTY_IDS,
+    FA_TND_CASES,
+    InvalidArgument,
+    assert_refused,
+    fa_symbol,
+    fa_vendor_refuses,
+)
 from test_flash_attention_score import CASES, check
 
 from engines import run
@@ -47,17 +55,7 @@ def test_fully_masked_rows_give_zero_and_minus_infinity(rng, emulator):
     assert np.all(row_max[0, 1, 2] == -np.inf) and np.all(row_sum[0, 1, 2] == 0)
 
 
-@pytest.mark.parametrize(
-    ("layout", "sizes"),
-    [
-        ("BNSD", {"s2": 0}),
-        ("BNSD", {"batch": 0}),
-        ("BNSD", {"s1": 0}),
-        ("TND", {"lengths_kv": (0, 0)}),
-        ("TND", {"lengths_q": (0, 0)}),
-    ],
-    ids=["no-keys", "no-batch", "no-rows", "TND-no-keys", "TND-no-rows"],
-)
+@pytest.mark.parametrize(("layout", "sizes"), FA_EMPTY_CASES, ids=FA_EMPTY_IDS)
 def test_empty_calls_no_vendor_function(layout, sizes, rng, emulator):
     inputs, attrs = flash_attention_inputs(rng, layout, F32, **sizes)
     check("aclnn", inputs, attrs, F32)

@@ -96,7 +96,10 @@ class Session:
 def session_options(*, threads: int | None = None, native: bool = True) -> ort.SessionOptions:
     """Session options with the native library registered (``native=False``: the inlined
     reference functions run instead) and, if given, a fixed intra-op thread count."""
-    options = ort.SessionOptions()
+    return _configured(ort.SessionOptions(), threads, native)
+
+
+def _configured(options: ort.SessionOptions, threads: int | None, native: bool) -> ort.SessionOptions:
     if native:
         with_library(options)
     if threads is not None:
@@ -189,13 +192,7 @@ def make_session(
     without bfloat16 goes to ONNX Runtime as it is). Not with other providers
     (``make_ascend_session``): the NPU's kernels run bfloat16. Given ``options`` (to profile, say)
     get the library too unless ``native=False`` (``with_library``), and ``threads`` if given."""
-    if options is None:
-        options = session_options(threads=threads, native=native)
-    else:
-        if native:
-            with_library(options)
-        if threads is not None:
-            options.intra_op_num_threads = threads
+    options = _configured(ort.SessionOptions() if options is None else options, threads, native)
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
     check_nodes(loaded)
     runnable = widen_bfloat16(loaded) if _cpu_only(providers) else loaded

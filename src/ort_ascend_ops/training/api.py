@@ -458,27 +458,25 @@ class Optimizer:
             binding.bind_output(UPDATED_ELEMENTS)
             self._session.run_with_iobinding(binding)
         elif self._own_buffers:
-            self._step_into_own_buffers(binding)
+            self._step_into(binding, lambda name, state, value: value)
         else:
             self._step_into_spares(binding)
         self._scalars["step"] = self.step_count + 1
 
-    def _step_into_own_buffers(self, binding: ort.IOBinding) -> None:
+    def _step_into(self, binding: ort.IOBinding, buffer_of) -> None:
+        """Runs the functional model, each updated value written into ``buffer_of(parameter,
+        state or "", its current value)``."""
         state = self._module._state
         for p in self._names:
-            binding.bind_ortvalue_output(updated(p), state.parameters[p]._value)
+            binding.bind_ortvalue_output(updated(p), buffer_of(p, "", state.parameters[p]._value))
             for s in self.options.states:
-                binding.bind_ortvalue_output(updated(state_name(p, s)), state._optimizer_states[s][p])
+                value = state._optimizer_states[s][p]
+                binding.bind_ortvalue_output(updated(state_name(p, s)), buffer_of(p, s, value))
         self._session.run_with_iobinding(binding)
 
     def _step_into_spares(self, binding: ort.IOBinding) -> None:
         state = self._module._state
-        for p in self._names:
-            binding.bind_ortvalue_output(updated(p), self._spare_of(p, "", state.parameters[p]._value))
-            for s in self.options.states:
-                value = state._optimizer_states[s][p]
-                binding.bind_ortvalue_output(updated(state_name(p, s)), self._spare_of(p, s, value))
-        self._session.run_with_iobinding(binding)
+        self._step_into(binding, self._spare_of)
         for p in self._names:
             parameter = state.parameters[p]
             parameter._value, self._spare[(p, "")] = self._spare[(p, "")], parameter._value

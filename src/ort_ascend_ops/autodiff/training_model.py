@@ -100,14 +100,20 @@ def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
 
 
 def build_training_model(
-    model: onnx.ModelProto, loss: str, wrt: Sequence[str], *, fuse: bool = True
+    model: onnx.ModelProto,
+    loss: str,
+    wrt: Sequence[str],
+    *,
+    fuse: bool = True,
+    loss_scale: str | None = None,
 ) -> onnx.ModelProto:
     """The training model of ``model``: outputs ``loss`` and ``<name>_grad`` for each name in
     ``wrt`` (graph inputs or initializers), shaped and typed like the value. ``fuse`` first
     rewrites the model's norm, rotary and DeepSeek-indexer patterns to our ops
     (``ort_ascend_ops.fuse``), whose grad ops then differentiate them; without it constants are still folded. It carries the
     reference functions, so it runs on stock ONNX Runtime; with the native library registered
-    the grad nodes run natively."""
+    the grad nodes run natively. ``loss_scale`` names a new float32 scalar input that the
+    backward starts from instead of 1: every gradient comes out multiplied by it (loss scaling)."""
     padding = padding_rows(model)
     model = _prepared(model, fuse, wrt)
     graph = model.graph
@@ -144,8 +150,12 @@ def build_training_model(
     ]
 
     grads: dict[str, list[str]] = {}
-    one = helper.make_tensor("value", back.elem_type(loss), [1], [1])
-    grads[loss] = [back.op("ConstantOfShape", back.shape_of(loss), value=one, hint=loss)]
+    if loss_scale is None:
+        one = helper.make_tensor("value", back.elem_type(loss), [1], [1])
+        grads[loss] = [back.op("ConstantOfShape", back.shape_of(loss), value=one, hint=loss)]
+    else:
+        seed = back.op("Cast", loss_scale, to=back.elem_type(loss))
+        grads[loss] = [back.op("Expand", seed, back.shape_of(loss), hint=loss)]
     for node in reversed(path_nodes):
         out_grads = [back.total(grads[o], o) if o in grads else None for o in node.output]
         if all(g is None for g in out_grads):
@@ -169,7 +179,8 @@ def build_training_model(
     result = helper.make_graph(
         [n for n in graph.node if any(o in needed for o in n.output)] + backward,
         graph.name + "_training",
-        list(graph.input),
+        list(graph.input)
+        + ([helper.make_tensor_value_info(loss_scale, onnx.TensorProto.FLOAT, [])] if loss_scale else []),
         outputs,
         initializer=list(graph.initializer) + [i for i in back.initializers if i.name in read],
     )

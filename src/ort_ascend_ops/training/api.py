@@ -24,6 +24,8 @@ from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, ses
 from .artifacts import pruned
 from .checkpoint import Contents, check_property, read, write
 from .optim import (
+    FOUND_INF,
+    INV_SCALE,
     LEARNING_RATE,
     MAX_NORM,
     OWN_BUFFERS,
@@ -34,8 +36,10 @@ from .optim import (
     from_metadata,
     in_place,
     state_name,
+    unscale_model,
     updated,
 )
+from .precision import LOSS_SCALE, LossScaling
 
 
 def _elem_type(value: ort.OrtValue) -> int:
@@ -152,6 +156,7 @@ class CheckpointState:
             state: {name: ortvalue_copy(a) for name, a in arrays.items()}
             for state, arrays in contents.optimizer_states.items()
         }
+        self._loss_scale = dict(contents.loss_scale) if contents.loss_scale is not None else None
 
     @classmethod
     def load_checkpoint(cls, checkpoint_uri: str | os.PathLike) -> CheckpointState:
@@ -167,6 +172,7 @@ class CheckpointState:
             parameters={name: p.data for name, p in state.parameters.items()},
             requires_grad={name: p.requires_grad for name, p in state.parameters.items()},
             properties=dict(state.properties),
+            loss_scale=dict(state._loss_scale) if state._loss_scale is not None else None,
         )
         if include_optimizer_state and state._optimizer is not None:
             contents.optimizer = dict(state._optimizer)
@@ -209,7 +215,8 @@ class _Program:
         self.session = _session(self.model, threads, native, options)
         inputs = [i.name for i in self.session.get_inputs()]
         self.parameters = [n for n in inputs if n in state.parameters]
-        self.user_inputs = [n for n in inputs if n not in state.parameters]
+        self.scaled = LOSS_SCALE in inputs  # fp16-mixed's training model
+        self.user_inputs = [n for n in inputs if n not in state.parameters and n != LOSS_SCALE]
         outputs = [o.name for o in self.session.get_outputs()]
         self.grads = {p: grad_name(p) for p in self.parameters if grad_name(p) in outputs}
         self.user_outputs = [o for o in outputs if o not in set(self.grads.values())]
@@ -255,7 +262,12 @@ class Module:
     since the start), as onnxruntime-training's Module does: call ``lazy_reset_grad`` after each
     optimizer step. ``threads``: ONNX Runtime's intra-op threads; ``native=False`` runs the
     reference functions instead of the native library. ``session_options`` (to turn on ONNX
-    Runtime's profiler, say) get the library registered unless ``native=False``."""
+    Runtime's profiler, say) get the library registered unless ``native=False``.
+
+    A training model of ``precision="fp16-mixed"`` runs with a loss scale (``loss_scaling``:
+    ``torch.amp.GradScaler``'s rules, its defaults unless given; the scale lives in the
+    checkpoint): the call returns the unscaled loss and leaves unscaled gradients, and the
+    ``Optimizer`` skips a step whose gradients overflowed."""
 
     def __init__(
         self,
@@ -267,6 +279,7 @@ class Module:
         threads: int | None = None,
         native: bool = True,
         session_options: ort.SessionOptions | None = None,
+        loss_scaling: LossScaling | None = None,
     ):
         if device != "cpu":
             raise ValueError(f"device '{device}': the training API runs on the CPU")
@@ -281,6 +294,15 @@ class Module:
         self._adder: ort.InferenceSession | None = None
         self._scratch: dict[str, ort.OrtValue] = {}
         self._clippers: dict[tuple, ort.InferenceSession] = {}  # clip_grad_norm_'s sessions
+        self._scaling = None
+        if self._train.scaled:
+            self._scaling = loss_scaling or LossScaling()
+            if state._loss_scale is None:
+                state._loss_scale = {"scale": float(self._scaling.init_scale), "growth_tracker": 0}
+        elif loss_scaling is not None:
+            raise ValueError("loss_scaling: this training model takes no loss scale (fp16-mixed's does)")
+        self._found_inf = False  # since the gradients were last reset
+        self._unscaler: ort.InferenceSession | None = None
 
     def train(self, mode: bool = True) -> Module:
         self._training = mode
@@ -325,17 +347,38 @@ class Module:
             program.session.run_with_iobinding(binding)
             return program.results(binding)
         accumulate = not self._reset_pending
+        targets = {}
         for p, grad in program.grads.items():
             parameter = self._state.parameters[p]
             if parameter._grad is None:
                 parameter._grad = _zeros_like(parameter._value)
-            target = self._scratch_of(p) if accumulate else parameter._grad
-            binding.bind_ortvalue_output(grad, target)
+            targets[p] = self._scratch_of(p) if accumulate else parameter._grad
+            binding.bind_ortvalue_output(grad, targets[p])
+        if program.scaled:
+            scale = np.array(self._state._loss_scale["scale"], np.float32)
+            binding.bind_ortvalue_input(LOSS_SCALE, ortvalue_copy(scale))
         program.session.run_with_iobinding(binding)
+        if program.scaled:
+            found = self._unscale(targets, 1.0 / float(scale))
+            self._found_inf = found or (accumulate and self._found_inf)
         if accumulate:
             self._accumulate(list(program.grads))
         self._reset_pending = False
         return program.results(binding)
+
+    def _unscale(self, grads: dict[str, ort.OrtValue], inv_scale: float) -> bool:
+        """Divides each of ``grads`` by the loss scale in its own buffer; whether any overflowed."""
+        if self._unscaler is None:
+            types = [helper.make_tensor_type_proto(TensorProto.FLOAT, g.shape()) for g in grads.values()]
+            self._unscaler = _session(unscale_model(types), self._threads, False, self._options)
+        binding = self._unscaler.io_binding()
+        binding.bind_ortvalue_input(INV_SCALE, ortvalue_copy(np.array(inv_scale, np.float32)))
+        binding.bind_output(FOUND_INF)
+        for i, grad in enumerate(grads.values()):
+            binding.bind_ortvalue_input(f"g{i}", grad)
+            binding.bind_ortvalue_output(f"unscaled{i}", grad)
+        self._unscaler.run_with_iobinding(binding)
+        return bool(binding.get_outputs()[0].numpy())
 
     def _scratch_of(self, name: str) -> ort.OrtValue:
         if name not in self._scratch:
@@ -438,8 +481,26 @@ class Optimizer:
         doc) rather than into a second one."""
         return self._in_place is not None or self._own_buffers
 
-    def step(self) -> None:
-        """One update of every trainable parameter from its current gradient."""
+    def get_loss_scale(self) -> float:
+        """The loss scale of the next step (fp16-mixed); 1.0 for a model without loss scaling, as
+        a disabled ``GradScaler`` gives."""
+        scale = self._module._state._loss_scale
+        return float(scale["scale"]) if self._module._scaling is not None and scale else 1.0
+
+    def step(self) -> bool:
+        """One update of every trainable parameter from its current gradient; False (nothing
+        updated, the step count kept) when under fp16-mixed a gradient overflowed since the last
+        reset, the loss scale then backed off, as ``GradScaler.step`` and ``update`` do."""
+        module = self._module
+        if module._scaling is not None and module._found_inf:
+            module._scaling.update(module._state._loss_scale, found_inf=True)
+            return False
+        self._update()
+        if module._scaling is not None:
+            module._scaling.update(module._state._loss_scale, found_inf=False)
+        return True
+
+    def _update(self) -> None:
         state = self._module._state
         binding = self._session.io_binding()
         binding.bind_ortvalue_input(

@@ -19,6 +19,7 @@ from ..export import parameter_names
 from ..fusion import fuse as fuse_patterns
 from .checkpoint import Contents, write
 from .optim import SGD, AdamW, optimizer_model
+from .precision import LOSS_SCALE, LOSS_SCALED, PRECISIONS, autocast
 
 # The files generate_artifacts writes, by the key it returns them under.
 FILES = {
@@ -223,6 +224,7 @@ def generate_artifacts(
     additional_output_names: Sequence[str] = (),
     loss_output_name: str | None = None,
     fuse: bool = True,
+    precision: str = "fp32",
 ) -> dict[str, Path]:
     """Writes ``training_model.onnx`` (the loss and one ``<name>_grad`` per trainable
     parameter), ``eval_model.onnx`` (the loss), ``optimizer_model.onnx`` (if ``optimizer``) and
@@ -233,7 +235,16 @@ def generate_artifacts(
     ``ort_ascend_ops.training.api``; other initializers stay constants. ``loss=None``: the model
     already outputs the scalar loss (``loss_output_name``, default the output named ``loss`` or
     else the first); a ``LossType`` is applied to the first output against a new input
-    ``target``. ``fuse`` rewrites norm, rotary and DeepSeek-indexer patterns to our ops first."""
+    ``target``. ``fuse`` rewrites norm, rotary and DeepSeek-indexer patterns to our ops first.
+
+    ``precision``: ``"fp32"``, or ``"bf16-mixed"`` / ``"fp16-mixed"`` as ``torch.autocast`` over
+    the float32 parameters of the checkpoint (``precision.autocast``); the training model of
+    ``"fp16-mixed"`` takes the loss scale as its input ``loss_scale`` and gives scaled gradients,
+    which the training API unscales."""
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"generate_artifacts: precision must be one of {list(PRECISIONS)}, got {precision!r}"
+        )
     source = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
     trainable, frozen = split_parameters(source, requires_grad, frozen_params)
     if not trainable:
@@ -243,7 +254,9 @@ def generate_artifacts(
     forward = fuse_patterns(with_loss, keep=[*trainable, *frozen]) if fuse else with_loss
     initializers = _float_initializers(forward)
     parameters = [n for n in initializers if n in set(trainable) | set(frozen)]
-    training = build_training_model(forward, loss_name, trainable, fuse=False)
+    forward = autocast(forward, precision, parameters)
+    scale = LOSS_SCALE if precision in LOSS_SCALED else None
+    training = build_training_model(forward, loss_name, trainable, fuse=False, loss_scale=scale)
     extra = list(additional_output_names)
     evaluation = pruned(forward, [loss_name, *extra])
     if extra:

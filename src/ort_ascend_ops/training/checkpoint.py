@@ -27,14 +27,16 @@ _OPTIMIZER_PREFIX = "optimizer/"
 @dataclass
 class Contents:
     """What a checkpoint holds, in NumPy: every parameter and whether it trains, the user's
-    properties (int, float, str) and, if saved, the optimizer's step, learning rate and states
-    (state name -> parameter name -> array)."""
+    properties (int, float, str), if saved, the optimizer's step, learning rate and states
+    (state name -> parameter name -> array), and under fp16-mixed the loss scale and its growth
+    tracker (``torch.amp.GradScaler``'s ``scale`` and ``_growth_tracker``)."""
 
     parameters: dict[str, np.ndarray]
     requires_grad: dict[str, bool]
     properties: dict[str, int | float | str] = field(default_factory=dict)
     optimizer: dict | None = None  # {"step": int, "learning_rate": float}
     optimizer_states: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    loss_scale: dict | None = None  # {"scale": float, "growth_tracker": int}
 
 
 def check_property(name: str, value) -> None:
@@ -60,6 +62,8 @@ def write(path: str | os.PathLike, contents: Contents) -> None:
     }
     if contents.optimizer is not None:
         metadata["optimizer"] = json.dumps(contents.optimizer)
+    if contents.loss_scale is not None:
+        metadata["loss_scale"] = json.dumps(contents.loss_scale)
     data = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata=metadata)
     _write_atomically(Path(path), data)
 
@@ -109,11 +113,17 @@ def read(path: str | os.PathLike) -> Contents:
             requires_grad={str(k): bool(v) for k, v in json.loads(metadata["requires_grad"]).items()},
             properties=dict(json.loads(metadata["properties"])),
             optimizer=json.loads(metadata["optimizer"]) if "optimizer" in metadata else None,
+            loss_scale=json.loads(metadata["loss_scale"]) if "loss_scale" in metadata else None,
         )
         if contents.optimizer is not None:
             contents.optimizer = {
                 "step": int(contents.optimizer["step"]),
                 "learning_rate": float(contents.optimizer["learning_rate"]),
+            }
+        if contents.loss_scale is not None:
+            contents.loss_scale = {
+                "scale": float(contents.loss_scale["scale"]),
+                "growth_tracker": int(contents.loss_scale["growth_tracker"]),
             }
         for name, value in contents.properties.items():
             check_property(name, value)

@@ -180,3 +180,28 @@ def test_training_is_bit_identical_run_to_run_and_across_thread_counts(corpus, t
     first = run(1, *demo_shape)
     assert run(2, *demo_shape) == first and run(3, *demo_shape) == first
     assert run(2, 2, 32) == run(2, 2, 32)
+
+
+def test_precision_and_clipping_are_recorded_and_a_resume_must_match(tmp_path):
+    out = tmp_path / "fp16"
+    run = _train(out, "--precision", "fp16-mixed", "--max-grad-norm", "0.5")
+    log, _ = run.communicate(timeout=600)
+    assert run.returncode == 0, log
+    assert "fp16-mixed (loss scale 65536)" in log and "clipped to norm 0.5" in log
+    assert "scale 65536  skipped 0" in log  # the progress line
+    rows = _rows(out)
+    assert {r["loss_scale"] for r in rows} == {"65536.0"} and {r["skipped"] for r in rows} == {"0"}
+    assert all(float(r["grad_norm"]) > 0 for r in rows)
+    state = CheckpointState.load_checkpoint(out / "checkpoint.safetensors")
+    assert state.properties["precision"] == "fp16-mixed" and state.properties["max_grad_norm"] == 0.5
+    assert state._loss_scale == {"scale": 65536.0, "growth_tracker": 8}
+
+    other = _train(out, "--resume", "--precision", "bf16-mixed", "--max-grad-norm", "0.5")
+    log, _ = other.communicate(timeout=600)
+    assert other.returncode == 2
+    assert "--precision bf16-mixed cannot resume" in log and "--precision fp16-mixed" in log
+    for bad, message in (("--precision=fp8", "--precision must be one of"), ("--max-grad-norm=-1", ">= 0")):
+        wrong = _train(tmp_path / "bad", bad)
+        log, _ = wrong.communicate(timeout=600)
+        assert wrong.returncode == 2 and message in log, log
+    assert not (tmp_path / "bad").exists()

@@ -65,7 +65,7 @@ def _train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .training.data import ByteCorpus
-    from .training.loop import Settings, train
+    from .training.loop import Settings, SettingsError, train
 
     try:
         corpus = ByteCorpus.from_paths(args.data) if args.data else ByteCorpus.python_stdlib()
@@ -73,19 +73,25 @@ def _train(args: argparse.Namespace) -> int:
         print(f"train: {error}", file=sys.stderr)
         return 2
     print(f"data: {corpus.describe()}")
-    settings = Settings(
-        steps=args.steps,
-        batch=args.batch,
-        seq=args.seq,
-        lr=args.lr,
-        out=Path(args.out),
-        resume=args.resume,
-        save_every=args.save_every,
-        eval_every=args.eval_every,
-        seed=args.seed,
-        threads=args.threads or None,
-    )
-    history = train(args.model, corpus, settings)
+    try:
+        settings = Settings(
+            steps=args.steps,
+            batch=args.batch,
+            seq=args.seq,
+            lr=args.lr,
+            out=Path(args.out),
+            resume=args.resume,
+            save_every=args.save_every,
+            eval_every=args.eval_every,
+            seed=args.seed,
+            threads=args.threads or None,
+            precision=args.precision,
+            max_grad_norm=args.max_grad_norm,
+        )
+        history = train(args.model, corpus, settings)
+    except SettingsError as error:
+        print(f"train: {error}", file=sys.stderr)
+        return 2
     if history.rows:
         first, last = history.rows[0], history.rows[-1]
         print(
@@ -141,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument("--save-every", type=int, default=100, help="checkpoint every this many steps")
     train.add_argument("--eval-every", type=int, default=50, help="held-out loss every this many steps")
     train.add_argument("--seed", type=int, default=0, help="seed of the batch positions")
+    train.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32, bf16-mixed or fp16-mixed (torch.autocast over float32 weights; fp16 with dynamic loss scaling)",
+    )
+    train.add_argument(
+        "--max-grad-norm", type=float, default=1.0, help="clip the gradients' total 2-norm to this (0: off)"
+    )
     train.add_argument(
         "--threads", type=int, default=0, help="intra-op thread count (0: ONNX Runtime's default)"
     )

@@ -1,7 +1,8 @@
 """The training loop of ``python -m ort_ascend_ops train`` and of the demo: a language model
 (an ONNX export whose integer inputs all take the token window, as a Hugging Face causal LM's
-``input_ids`` and ``labels`` do) trained on a byte corpus with AdamW and a linear schedule,
-checkpointed every few steps and on Ctrl-C, resumable bit for bit."""
+``input_ids`` and ``labels`` do) trained on a byte corpus with AdamW and a linear schedule, in
+float32 or mixed precision, gradients clipped to a norm, checkpointed every few steps and on
+Ctrl-C, resumable bit for bit."""
 
 from __future__ import annotations
 
@@ -17,15 +18,22 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .api import CheckpointState, LinearLRScheduler, Module, Optimizer
+from .api import CheckpointState, LinearLRScheduler, Module, Optimizer, clip_grad_norm_
 from .artifacts import artifact_paths, generate_artifacts
 from .data import ByteCorpus
 from .optim import AdamW
+from .precision import LOSS_SCALED, PRECISIONS
 
 ARTIFACTS = "artifacts"
 LOSSES_CSV = "losses.csv"
 LOSS_CURVE = "loss_curve.png"
-_COLUMNS = ("step", "loss", "eval_loss", "learning_rate", "seconds")
+_COLUMNS = ("step", "loss", "eval_loss", "learning_rate", "grad_norm", "loss_scale", "skipped", "seconds")
+# What a run records in its checkpoint and a resume must match.
+_RECORDED = ("precision", "max_grad_norm")
+
+
+class SettingsError(ValueError):
+    """Settings that cannot run (or cannot resume the run in --out); the CLI exits with 2."""
 
 
 @dataclass
@@ -42,6 +50,16 @@ class Settings:
     warmup: int | None = None  # default: a tenth of the steps
     seed: int = 0
     threads: int | None = None
+    precision: str = "fp32"
+    max_grad_norm: float = 1.0  # 0: no clipping
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise SettingsError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if not self.max_grad_norm >= 0:
+            raise SettingsError(
+                f"--max-grad-norm must be >= 0 (0 turns clipping off), got {self.max_grad_norm}"
+            )
 
     @property
     def warmup_steps(self) -> int:
@@ -51,7 +69,8 @@ class Settings:
 @dataclass
 class History:
     """One row per step: the training loss, the held-out loss where evaluated, the learning
-    rate the step used and the seconds it took."""
+    rate the step used, the gradients' norm before clipping (when clipping), the loss scale it
+    ran with and whether it was skipped (fp16-mixed) and the seconds it took."""
 
     rows: list[dict] = field(default_factory=list)
 
@@ -79,6 +98,9 @@ class History:
                     "loss": float(r["loss"]),
                     "eval_loss": float(r["eval_loss"]) if r["eval_loss"] else None,
                     "learning_rate": float(r["learning_rate"]),
+                    "grad_norm": float(r["grad_norm"]) if r["grad_norm"] else None,
+                    "loss_scale": float(r["loss_scale"]),
+                    "skipped": int(r["skipped"]),
                     "seconds": float(r["seconds"]),
                 }
                 for r in csv.DictReader(f)
@@ -111,12 +133,14 @@ class _Progress:
         self.tty = stream.isatty()
         self.start = time.perf_counter()
 
-    def update(self, step: int, loss: float, tokens_per_s: float, eval_loss: float | None) -> None:
+    def update(
+        self, step: int, loss: float, tokens_per_s: float, eval_loss: float | None, scaling: str = ""
+    ) -> None:
         width = 30
         filled = int(width * step / max(self.total, 1))
         bar = "#" * filled + "." * (width - filled)
         evaluated = f"  eval {eval_loss:.4f}" if eval_loss is not None else ""
-        line = f"  [{bar}] {step:>5}/{self.total}  loss {loss:.4f}{evaluated}  {tokens_per_s:,.0f} tokens/s"
+        line = f"  [{bar}] {step:>5}/{self.total}  loss {loss:.4f}{evaluated}{scaling}  {tokens_per_s:,.0f} tokens/s"
         if self.tty:
             self.stream.write("\r" + line + "\033[K")
             if step == self.total:
@@ -153,8 +177,22 @@ def artifacts_for(model_path: Path, settings: Settings) -> dict[str, Path]:
     if settings.resume and all(p.exists() for p in paths.values()):
         return paths
     return generate_artifacts(
-        onnx.load(model_path), loss=None, optimizer=AdamW(lr=settings.lr), artifact_directory=folder
+        onnx.load(model_path),
+        loss=None,
+        optimizer=AdamW(lr=settings.lr),
+        artifact_directory=folder,
+        precision=settings.precision,
     )
+
+
+def _check_resumable(state: CheckpointState, settings: Settings, checkpoint: Path) -> None:
+    for name in _RECORDED:
+        recorded, given = state.properties.get(name), getattr(settings, name)
+        if recorded is not None and recorded != given:
+            option = "--" + name.replace("_", "-")
+            raise SettingsError(
+                f"{option} {given} cannot resume {checkpoint}, whose run was trained with {option} {recorded}"
+            )
 
 
 def train(model_path: str | Path, corpus: ByteCorpus, settings: Settings, say=print) -> History:
@@ -162,38 +200,52 @@ def train(model_path: str | Path, corpus: ByteCorpus, settings: Settings, say=pr
     out = settings.out
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint.safetensors"
-    paths = artifacts_for(Path(model_path), settings)
     resuming = settings.resume and checkpoint.exists()
-    state = CheckpointState.load_checkpoint(checkpoint if resuming else paths["checkpoint"])
+    if resuming:
+        state = CheckpointState.load_checkpoint(checkpoint)
+        _check_resumable(state, settings, checkpoint)
+    paths = artifacts_for(Path(model_path), settings)
+    if not resuming:
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
     done = int(state.properties.get("step", 0))
     history = History.load(out / LOSSES_CSV, done) if resuming else History()
     module = Module(paths["training"], state, paths["eval"], threads=settings.threads)
     optimizer = Optimizer(paths["optimizer"], module)
     scheduler = LinearLRScheduler(optimizer, settings.warmup_steps, settings.steps, settings.lr)
+    scaled = settings.precision in LOSS_SCALED
+    clipping = f"clipped to norm {settings.max_grad_norm:g}" if settings.max_grad_norm else "not clipped"
     say(
         f"training {Path(model_path).name}: {sum(p.data.size for p in state.parameters.values()):,} parameters, "
         f"AdamW lr {settings.lr:g} (warm-up {settings.warmup_steps}, linear decay), batch {settings.batch} x "
-        f"seq {settings.seq}, steps {done + 1}..{settings.steps}" + (" (resumed)" if resuming else "")
+        f"seq {settings.seq}, {settings.precision}"
+        + (f" (loss scale {optimizer.get_loss_scale():g})" if scaled else "")
+        + f", gradients {clipping}, steps {done + 1}..{settings.steps}"
+        + (" (resumed)" if resuming else "")
     )
 
     def save(step: int) -> None:
         state.properties["step"] = step
+        for name in _RECORDED:
+            state.properties[name] = getattr(settings, name)
         CheckpointState.save_checkpoint(state, checkpoint, include_optimizer_state=True)
         history.save(out / LOSSES_CSV)
 
     progress = _Progress(settings.steps)
     tokens = settings.batch * settings.seq
+    skipped = sum(r["skipped"] for r in history.rows)
     with _Interrupt() as interrupt:
         for step in range(done + 1, settings.steps + 1):
             window = corpus.batch("train", step, settings.batch, settings.seq, settings.seed)
             start = time.perf_counter()
-            learning_rate = optimizer.get_learning_rate()
+            learning_rate, loss_scale = optimizer.get_learning_rate(), optimizer.get_loss_scale()
             loss = float(module(*_feeds(module, window)))
-            optimizer.step()
+            norm = clip_grad_norm_(module, settings.max_grad_norm) if settings.max_grad_norm else None
+            updated = optimizer.step()
+            skipped += not updated
             scheduler.step()
             module.lazy_reset_grad()
             seconds = time.perf_counter() - start
-            if not math.isfinite(loss):
+            if not math.isfinite(loss) and not scaled:  # fp16-mixed skips such a step instead
                 raise FloatingPointError(f"the loss is {loss} at step {step}")
             evaluated = step % settings.eval_every == 0 or step == settings.steps
             eval_loss = evaluate(module, corpus, settings) if evaluated else None
@@ -203,10 +255,14 @@ def train(model_path: str | Path, corpus: ByteCorpus, settings: Settings, say=pr
                     "loss": loss,
                     "eval_loss": eval_loss,
                     "learning_rate": learning_rate,
+                    "grad_norm": norm,
+                    "loss_scale": loss_scale,
+                    "skipped": int(not updated),
                     "seconds": seconds,
                 }
             )
-            progress.update(step, loss, tokens / seconds, eval_loss)
+            scaling = f"  scale {loss_scale:g}  skipped {skipped}" if scaled else ""
+            progress.update(step, loss, tokens / seconds, eval_loss, scaling)
             if step % settings.save_every == 0 or step == settings.steps or interrupt.requested:
                 save(step)
             if interrupt.requested:
@@ -235,7 +291,15 @@ def plot(history: History, path: Path, say=print) -> bool:
     evals = history.evals()
     if evals:
         axes.plot(*zip(*evals, strict=True), "o-", ms=3, label="held-out loss")
+    skipped = [(r["step"], r["loss"]) for r in history.rows if r["skipped"]]
+    if skipped:
+        axes.plot(*zip(*skipped, strict=True), "rx", ms=5, label="skipped (gradients overflowed)")
     axes.axhline(math.log(256), color="gray", ls=":", lw=0.8, label="ln 256 (uniform over bytes)")
+    if any(r["loss_scale"] != 1.0 for r in history.rows):  # fp16-mixed: the scale on its own axis
+        scale_axes = axes.twinx()
+        scale_axes.step(steps, [r["loss_scale"] for r in history.rows], "g-", lw=0.8, where="post")
+        scale_axes.set_yscale("log", base=2)
+        scale_axes.set_ylabel("loss scale", color="g")
     axes.set_xlabel("step")
     axes.set_ylabel("cross-entropy (nats per byte)")
     axes.legend()

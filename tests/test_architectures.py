@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from model_oracles import relative_error
 
@@ -151,6 +152,45 @@ def test_trains_with_torchs_gradients(arch):
         # pytest -n 0 -s tests/test_architectures.py | grep matrix: the table of docs/PERFORMANCE.md.
         print(f"matrix | {arch.name} | batch {size} | {errors[0]:.1e} native, {errors[1]:.1e} portable")
         assert max(errors) < TOLERANCE, f"batch {size}: {errors[0]:.2e} native, {errors[1]:.2e} portable"
+
+
+BF16_ROWS = [r for r in ROWS if not r.values[0].fails]
+# Ours against torch.autocast, in multiples of torch's own drift from its float32 gradients.
+DRIFT_MULTIPLE = 3.0
+
+
+def gradient_distance(ours: dict, theirs: dict) -> float:
+    """||ours - theirs|| / ||theirs|| over every gradient torch gives."""
+    names = [n for n, g in theirs.items() if n != "loss" and g is not None]
+    apart = sum(float(np.sum((ours[n].astype(np.float64) - theirs[n]) ** 2)) for n in names)
+    return (apart / sum(float(np.sum(theirs[n].astype(np.float64) ** 2)) for n in names)) ** 0.5
+
+
+@pytest.mark.parametrize("arch", BF16_ROWS)
+def test_bf16_mixed_gradients_follow_torch_autocast(arch):
+    """The row's training graph under precision bf16-mixed (``precision.autocast`` as
+    generate_artifacts applies it) against torch's autocast on the same float32 weights, within a
+    small multiple of the distance between torch's autocast and float32 gradients."""
+    from ort_ascend_ops.fusion import fuse
+    from ort_ascend_ops.training.precision import autocast
+
+    model = architectures.language_model(arch)
+    data = architectures.batch(arch)
+    fp32, _ = torchs(model, data)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocasted, _ = torchs(model, data)
+    names = [n for n, _ in model.named_parameters()]
+    forward = fuse(export_torch(model, torch_inputs(data)), keep=names)
+    training = build_training_model(autocast(forward, "bf16-mixed", names), "loss", names, fuse=False)
+    outputs = [o.name for o in training.graph.output]
+    results = dict(zip(outputs, make_session(training).run(data), strict=True))
+    ours = {n: results[f"{n}_grad"] for n in names}
+    drift = gradient_distance({n: g for n, g in fp32.items() if n != "loss"}, autocasted)
+    error = gradient_distance(ours, autocasted)
+    ours_fp32_apart = gradient_distance(ours, fp32)
+    print(f"matrix-bf16 | {arch.name} | torch drift {drift:.1e} | ours vs torch autocast {error:.1e}")
+    assert error <= DRIFT_MULTIPLE * drift
+    assert ours_fp32_apart > 0.1 * drift  # bfloat16 really computes
 
 
 def test_the_readme_lists_the_architectures_that_train():

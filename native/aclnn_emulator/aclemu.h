@@ -21,7 +21,8 @@ ACLEMU_EXPORT void aclemu_fail(const char* symbol, int32_t code, const char* mes
 ACLEMU_EXPORT void aclemu_set_workspace_size(uint64_t bytes);
 // Calls of an emulated ACL symbol since the last reset. The old custom package's two functions
 // count under "libcust_opapi:aclnnLightningIndexerGetWorkspaceSize" and
-// "libcust_opapi:aclnnLightningIndexer".
+// "libcust_opapi:aclnnLightningIndexer". A first phase that accepts its arguments counts again
+// under "<symbol>@<its first input's element type>" ("aclnnRmsNormGetWorkspaceSize@BFLOAT16").
 ACLEMU_EXPORT int64_t aclemu_calls(const char* symbol);
 // Calls of `symbol` made from a library whose file name starts with `library` (counted for
 // aclrtSynchronizeStream, which the CANN execution provider also calls once per run).

@@ -6,6 +6,7 @@
 //   Relu             (activation/activations.cc)
 //   Flatten          (tensor/flatten.cc: attr "axis", as ONNX gives it)
 //   Log              (math/unary_elementwise_ops.cc: attrs "base", "scale", "shift")
+//   Neg Sin Cos      (math/unary_elementwise_ops.cc: no attributes)
 //   Cast             (tensor/cast.cc: attr "dst_type")
 // Identity, Reshape, and Dropout outside training, copy with aclrtMemcpyAsync instead. A call
 // checks its arguments now and queues the computation on the stream, which runs it when the host
@@ -281,6 +282,33 @@ Run relu(const Call& call) {
                   });
 }
 
+// y = f(x) elementwise over the types `Ts` (narrow floats computed in float32).
+template <typename... Ts, typename F>
+Run unary(const Call& call, Types<Ts...> types, F f) {
+  check_arity(call, 1, 1);
+  allow_attrs(call, {});
+  const Operand &x = call.in[0], &y = call.out[0];
+  check_same_dtype(y, "output 0", x);
+  check_dims(y, "output 0", x.dims, "input 0's shape");
+  return by_dtype(x, "input 0", types, [&](auto tag) -> Run {
+    using T = typename decltype(tag)::type;
+    return [x, y, f] {
+      for (int64_t i = 0; i < numel(x.dims); ++i) store<T>(y.data, i, f(load<T>(x.data, i)));
+    };
+  });
+}
+
+Run negate(const Call& call) {
+  return unary(call, Types<int8_t, int16_t, int32_t, int64_t, Half, BHalf, float, double>{},
+               [](auto v) { return -v; });
+}
+Run sine(const Call& call) {
+  return unary(call, Types<Half, BHalf, float, double>{}, [](auto v) { return std::sin(v); });
+}
+Run cosine(const Call& call) {
+  return unary(call, Types<Half, BHalf, float, double>{}, [](auto v) { return std::cos(v); });
+}
+
 Run flatten(const Call& call) {
   check_arity(call, 1, 1);
   allow_attrs(call, {"axis"});
@@ -509,7 +537,8 @@ struct OpType {
 constexpr OpType kOpTypes[] = {
     {"Add", binary},   {"Sub", binary},     {"Mul", binary},         {"Div", binary},
     {"Relu", relu},    {"Flatten", flatten}, {"BroadcastToD", broadcast_to}, {"BatchMatMul", batch_matmul},
-    {"Log", logarithm}, {"Cast", cast},
+    {"Log", logarithm}, {"Cast", cast},      {"Neg", negate},          {"Sin", sine},
+    {"Cos", cosine},
 };
 
 bool nd_family(aclFormat format) {

@@ -141,6 +141,10 @@ aclnnStatus prepare(const char* symbol, const char* launch_symbol, uint64_t* wor
     if (workspace_size == nullptr) fail(kErrParamNullptr, "workspaceSize is NULL");
     if (executor == nullptr) fail(kErrParamNullptr, "executor is NULL");
     Plan plan = check();
+    // Counted again under its first input's element type, so that tests can tell which kernel ran.
+    if (!plan.inputs.empty() && plan.inputs[0] != nullptr) {
+      hooks().enter((std::string(symbol) + "@" + dtype_name(plan.inputs[0]->dtype)).c_str());
+    }
     bool has_work = false;
     for (const aclTensor* out : plan.outputs) has_work = has_work || numel(*out) > 0;
     auto made = std::make_unique<aclOpExecutor>();

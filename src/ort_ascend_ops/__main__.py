@@ -22,8 +22,24 @@ def _bench(args: argparse.Namespace) -> int:
         threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
         command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
         steps, warmup = (3, 1) if args.quick else (args.repeats, 2)
+        from .training.precision import PRECISIONS
+
+        precisions = list(dict.fromkeys(["fp32", *args.precision.split(",")]))
+        unknown = [p for p in precisions if p not in PRECISIONS]
+        if unknown:
+            print(f"bench: --precision takes {', '.join(PRECISIONS)}; got {unknown}", file=sys.stderr)
+            return 2
         return training_step.main(
-            args.ops[1:], threads, steps, warmup, args.peer_venv, True, command, args.json, args.markdown
+            args.ops[1:],
+            threads,
+            steps,
+            warmup,
+            args.peer_venv,
+            True,
+            command,
+            args.json,
+            args.markdown,
+            precisions,
         )
     from .bench import ALIASES, BENCHES, CLIFFS, suite
     from .bench.runner import DTYPES
@@ -194,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--peer-venv",
         help="training_step: venv with onnxruntime-training 1.19.2 (default: $ORT_ASCEND_OPS_ORTTRAINING_VENV)",
+    )
+    bench.add_argument(
+        "--precision",
+        default="fp32",
+        help="training_step: comma-separated precisions beside fp32 (bf16-mixed, fp16-mixed): ours native "
+        "and PyTorch eager under torch.autocast at each",
     )
     bench.add_argument("--png", help="chart the fraction of the roofline per op and case (needs matplotlib)")
     bench.set_defaults(func=_bench)

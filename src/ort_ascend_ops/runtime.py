@@ -16,6 +16,7 @@ import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
 
 from .bfloat16 import widen_bfloat16
+from .cann_ep import for_cann_ep
 from .domain import DOMAIN
 from .opschema import bind_types, load_op_specs
 
@@ -23,6 +24,7 @@ _LIBRARY_NAME = "libort_ascend_ops.so"
 # Marks options that hold a library of our domain (this one, or the aclnn emulator's build):
 # ONNX Runtime cannot say, and a second one fails the session ("Domain already set in registry").
 LIBRARY_KEY = "ort_ascend_ops.library"
+CANN_EP = "CANNExecutionProvider"
 
 
 def get_library_path() -> str:
@@ -172,10 +174,6 @@ def check_nodes(model: onnx.ModelProto) -> None:
             raise InvalidGraph(f"{node.op_type} node '{node.name}': {error}") from None
 
 
-def _cpu_only(providers: Sequence[str | tuple[str, dict[str, str]]]) -> bool:
-    return all((p if isinstance(p, str) else p[0]) == "CPUExecutionProvider" for p in providers)
-
-
 def make_session(
     model: onnx.ModelProto | str | os.PathLike,
     *,
@@ -186,16 +184,20 @@ def make_session(
 ) -> Session:
     """A session for ``model`` with the native library registered unless ``native=False``. Nodes
     of our domain are checked for unknown attributes and refused input types first
-    (``check_nodes``). On the CPU alone (the default ``providers``), the standard ops that ONNX
-    Runtime's CPU has no bfloat16 kernel for (MatMul, Add, Softmax, ...) compute in float32
-    between casts, each result rounded to bfloat16 as PyTorch does (``widen_bfloat16``; a model
-    without bfloat16 goes to ONNX Runtime as it is). Not with other providers
-    (``make_ascend_session``): the NPU's kernels run bfloat16. Given ``options`` (to profile, say)
+    (``check_nodes``). The standard ops that ONNX Runtime's CPU has no bfloat16 kernel for
+    (MatMul, Add, Softmax, ...) compute in float32 between casts, each result rounded to bfloat16
+    as PyTorch does (``widen_bfloat16``; a model without bfloat16 goes to ONNX Runtime as it is),
+    with any ``providers``: the CANN EP takes no bfloat16 standard op either, and such a node
+    left to the CPU would fail the session. Our nodes keep bfloat16 (the NPU's aclnn kernels run
+    it). With the CANN EP among ``providers``, the graph steers clear of its kernels' faults
+    (``cann_ep.for_cann_ep``). Given ``options`` (to profile, say)
     get the library too unless ``native=False`` (``with_library``), and ``threads`` if given."""
     options = _configured(ort.SessionOptions() if options is None else options, threads, native)
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
     check_nodes(loaded)
-    runnable = widen_bfloat16(loaded) if _cpu_only(providers) else loaded
+    runnable = widen_bfloat16(loaded)
+    if any((p if isinstance(p, str) else p[0]) == CANN_EP for p in providers):
+        runnable = for_cann_ep(runnable)
     if runnable is loaded:
         source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     else:
@@ -228,7 +230,33 @@ def ascend_providers(device_id: int = 0, **cann_options: object) -> list[str | t
             "instead of running their aclnn kernels"
         )
     options["enable_cann_graph"] = "0"
-    return [("CANNExecutionProvider", options), "CPUExecutionProvider"]
+    return [(CANN_EP, options), "CPUExecutionProvider"]
+
+
+def device_providers(device: str) -> list[str | tuple[str, dict[str, str]]]:
+    """The execution providers of a training API ``device``: ``"cpu"``, or ``"npu"`` / ``"npu:N"``
+    (``ascend_providers(N)``); an error naming the device when this ONNX Runtime cannot reach it."""
+    if device == "cpu":
+        return ["CPUExecutionProvider"]
+    kind, _, index = device.partition(":")
+    if kind != "npu" or (":" in device and not index.isdigit()):
+        raise ValueError(f"device {device!r}: expected 'cpu', 'npu' or 'npu:N'")
+    if CANN_EP not in ort.get_available_providers():
+        raise RuntimeError(
+            f"device {device!r}: this ONNX Runtime has no {CANN_EP} (onnxruntime-cann has it: "
+            "the package's [cann] extra, in an environment without onnxruntime)"
+        )
+    return ascend_providers(int(index or 0))
+
+
+def check_device(session: ort.InferenceSession, device: str) -> None:
+    """Raises when ``device`` is an NPU and ONNX Runtime fell back to the CPU alone (it does so,
+    with a warning, for a device ID past the last NPU or a driver that does not start)."""
+    if device != "cpu" and CANN_EP not in session.get_providers():
+        raise RuntimeError(
+            f"device {device!r} is not there: the {CANN_EP} did not start and ONNX Runtime fell back "
+            "to the CPU (its reason is logged above: a device ID past the last NPU, or no NPU driver)"
+        )
 
 
 def make_ascend_session(

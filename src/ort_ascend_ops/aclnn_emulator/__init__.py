@@ -22,7 +22,7 @@ import onnxruntime as ort
 
 from ort_ascend_ops import runtime
 
-CANN_EP = "CANNExecutionProvider"
+CANN_EP = runtime.CANN_EP
 
 _HERE = Path(os.environ.get("ORT_ASCEND_OPS_ACLNN_EMULATOR", Path(__file__).parent))
 

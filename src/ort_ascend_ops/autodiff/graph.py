@@ -259,7 +259,10 @@ class Backward:
         with reduction 'add' but by ScatterElements over rows flattened to ``[n, width]``: ONNX
         Runtime's ScatterND adds with several threads and loses updates to one row (onnxruntime
         issue 18048: a Llama's embedding gradient off by 20% at 2 threads), its ScatterElements
-        adds in index order on one."""
+        adds in index order on one. A table of rank 2 (an embedding's) is its own flat view: no
+        Reshape writes the result (on the CANN EP that Reshape would copy with a synchronous
+        aclrtMemcpy, which does not wait for the stream that computed its input)."""
+        flat_table = self.rank(hint) == 2
         trailing = self.op("Slice", self.shape_of(zeros), self.const([1]), self.const([2**62]))
         flat = self.op("Concat", self.const([-1]), self.op("ReduceProd", trailing, keepdims=1), axis=0)
         flat_updates = self.op("Reshape", updates, flat)
@@ -268,13 +271,14 @@ class Backward:
         )
         summed = self.op(
             "ScatterElements",
-            self.op("Reshape", zeros, flat),
+            zeros if flat_table else self.op("Reshape", zeros, flat),
             flat_rows,
             flat_updates,
             axis=0,
             reduction="add",
+            hint=hint,
         )
-        return self.op("Reshape", summed, self.shape_of(zeros), hint=hint)
+        return summed if flat_table else self.op("Reshape", summed, self.shape_of(zeros), hint=hint)
 
     def total(self, grads: Sequence[str], hint: str) -> str:
         """The sum of the gradients reaching one value (fan-out). The row scatters among them

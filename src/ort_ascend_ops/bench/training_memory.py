@@ -37,7 +37,7 @@ def _ours(job: dict, native: bool) -> list[float]:
     return losses
 
 
-def _torch(job: dict, compiled: bool) -> list[float]:
+def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
     import numpy as np
     import torch
     import transformers
@@ -51,23 +51,28 @@ def _torch(job: dict, compiled: bool) -> list[float]:
     if compiled:
         model = torch.compile(model)
     ids = torch.from_numpy(np.load(job["batch"]))
+    low = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16-mixed")
     losses = []
     for _ in range(job["steps"]):
         optimizer.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
+        with torch.autocast("cpu", dtype=low, enabled=low is not None):
+            loss = model(input_ids=ids, labels=ids).loss
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         losses.append(float(loss.detach()))
     return losses
 
 
 def child(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
-    engine = job["engine"]
+    engine = job["engine"]  # a name of ENGINES, or one with a mixed precision after it
     if engine.startswith("ours"):
-        losses = _ours(job, native=engine == "ours native")
+        losses = _ours(job, native=engine.startswith("ours native"))
     else:
-        losses = _torch(job, compiled=engine == "torch.compile")
+        precision = engine.split()[-1] if engine.endswith("-mixed") else "fp32"
+        losses = _torch(job, compiled=engine == "torch.compile", precision=precision)
     print(json.dumps({"peak_rss": _peak_rss(), "losses": losses}))
 
 

@@ -8,6 +8,8 @@ with on the CPU, at each thread count, in one run:
 - PyTorch eager with ``torch.optim.AdamW`` (same weights, same batch, ``torch.set_num_threads``);
 - torch.compile: the same with the model under ``torch.compile`` (inductor's default mode; its
   compilation falls in the warm-up steps);
+- with ``--precision bf16-mixed,fp16-mixed``, ours native on artifacts of that precision beside
+  PyTorch eager under ``torch.autocast`` (and ``GradScaler`` for fp16), on the same weights;
 - onnxruntime-training 1.19.2, in its own venv (``--peer-venv`` or ``ORT_ASCEND_OPS_ORTTRAINING_VENV``),
   run as a subprocess since it cannot share a process with current ONNX Runtime; for the Llamas only
   (its TorchScript export would trace the routing of one batch into a MoE's graph).
@@ -44,6 +46,23 @@ PEER_SETUP = (
     "'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
 )
 ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile", "onnxruntime-training")
+# The engines a mixed precision adds, each named with it ("ours native bf16-mixed").
+MIXED_ENGINES = ("ours native", "PyTorch eager")
+
+
+def precision_of(engine: str) -> str:
+    """The precision an engine's name ends with, fp32 by default."""
+    from ..training.precision import PRECISIONS
+
+    return next((p for p in PRECISIONS if p != "fp32" and engine.endswith(p)), "fp32")
+
+
+def _baseline(engine: str) -> str:
+    """The engine a row's speed and memory are compared with: ours native of the same precision."""
+    p = precision_of(engine)
+    return "ours native" if p == "fp32" else f"ours native {p}"
+
+
 MEMORY_STEPS = 2  # our optimizer states exist from the start, torch's from its first step
 
 
@@ -132,7 +151,7 @@ class _Torch:
     """PyTorch eager, or the model under torch.compile (``compiled``): forward with the labels
     (the model's own loss), backward, AdamW."""
 
-    def __init__(self, model, threads: int, ids: np.ndarray, compiled: bool = False):
+    def __init__(self, model, threads: int, ids: np.ndarray, compiled: bool = False, precision: str = "fp32"):
         torch = peers.torch_module()
         self.torch, self.threads = torch, threads
         self.model = copy.deepcopy(model).train()
@@ -141,13 +160,18 @@ class _Torch:
         self.optimizer = torch.optim.AdamW(self.model.parameters())
         self.ids = torch.from_numpy(ids)
         self.losses: list[float] = []
+        low = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(precision)
+        self.autocast = torch.autocast("cpu", dtype=low, enabled=low is not None)
+        self.scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16-mixed")
 
     def __call__(self) -> None:
         self.torch.set_num_threads(self.threads)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.model(input_ids=self.ids, labels=self.ids).loss
-        loss.backward()
-        self.optimizer.step()
+        with self.autocast:
+            loss = self.model(input_ids=self.ids, labels=self.ids).loss
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.losses.append(float(loss.detach()))
 
 
@@ -257,6 +281,7 @@ def run_config(
     venv: str | None,
     profile: bool,
     folder: Path,
+    precisions: Sequence[str] = ("fp32",),
 ) -> dict:
     import onnx
     import torch
@@ -291,6 +316,13 @@ def run_config(
     start = time.perf_counter()
     paths = generate_artifacts(exported, loss=None, optimizer=AdamW(), artifact_directory=folder / "ours")
     artifacts_s = time.perf_counter() - start
+    mixed = {
+        p: generate_artifacts(
+            exported, loss=None, optimizer=AdamW(), artifact_directory=folder / f"ours-{p}", precision=p
+        )
+        for p in precisions
+        if p != "fp32"
+    }
     training = onnx.load(paths["training"], load_external_data=False)
     our_ops = {n.op_type for n in training.graph.node if n.domain == DOMAIN}
     _say(
@@ -315,6 +347,9 @@ def run_config(
             "PyTorch eager": _Torch(model, n, ids),
             "torch.compile": _Torch(model, n, ids, compiled=True),
         }
+        for p, mixed_paths in mixed.items():
+            engines[f"ours native {p}"] = _Ours(mixed_paths, n, True, ids)
+            engines[f"PyTorch eager {p}"] = _Torch(model, n, ids, precision=p)
         timings = measure(*engines.values(), repeats=steps, warmup=warmup)
         for engine_name, engine, timing in zip(engines, engines.values(), timings, strict=True):
             result["runs"][(engine_name, n)] = {
@@ -341,11 +376,11 @@ def run_config(
     if profile:
         for n in threads:
             result["profile"][n] = _profile_shares(paths, n, ids, max(3, steps // 2), folder, our_ops)
-    result["memory"] = _memory(spec, model, paths, max(threads), venv, folder)
+    result["memory"] = _memory(spec, model, {"fp32": paths, **mixed}, max(threads), venv, folder)
     return result
 
 
-def _memory(spec: dict, model, paths: dict, threads: int, venv: str | None, folder: Path) -> dict:
+def _memory(spec: dict, model, paths: dict[str, dict], threads: int, venv: str | None, folder: Path) -> dict:
     """Each engine's peak RSS over MEMORY_STEPS steps, in a child process of its own, at each of
     the config's memory sequence lengths: {seq: {engine: {"peak_rss", "losses"} or {"error"}}}."""
     import torch
@@ -361,9 +396,15 @@ def _memory(spec: dict, model, paths: dict, threads: int, venv: str | None, fold
             batch_file, rng.integers(0, spec["config"]["vocab_size"], (spec["batch"], seq), dtype=np.int64)
         )
         job = {"seq": seq, "threads": threads, "steps": MEMORY_STEPS, "batch": str(batch_file)}
-        job |= {"paths": {k: str(v) for k, v in paths.items()}, "weights": str(weights)}
-        job |= {"architecture": architecture, "config": spec["config"]}
-        out[seq] = {e: training_memory.measure(job | {"engine": e}, folder) for e in training_memory.ENGINES}
+        job |= {"weights": str(weights), "architecture": architecture, "config": spec["config"]}
+        engines = [*training_memory.ENGINES]
+        engines += [f"{e} {p}" for p in paths if p != "fp32" for e in MIXED_ENGINES]
+        out[seq] = {
+            e: training_memory.measure(
+                job | {"engine": e, "paths": {k: str(v) for k, v in paths[precision_of(e)].items()}}, folder
+            )
+            for e in engines
+        }
         if venv and architecture == "LlamaConfig":
             peer = _peer(venv, spec["config"], weights, batch_file, [threads], MEMORY_STEPS, 0, folder, True)
             losses = [r["first_loss"] for r in peer.get("runs", [])]
@@ -385,10 +426,9 @@ def _memory(spec: dict, model, paths: dict, threads: int, venv: str | None, fold
 def _memory_lines(result: dict) -> list[str]:
     memory = result["memory"]
     seqs = sorted(memory)
-    engines = [e for e in ENGINES if any(e in memory[s] for s in seqs)]
+    engines = list(dict.fromkeys(e for s in seqs for e in memory[s]))
     if not engines:
         return []
-    native = {s: memory[s].get("ours native", {}).get("peak_rss") for s in seqs}
     growth_header = f" growth seq {seqs[0]} -> {seqs[-1]} |" if len(seqs) > 1 else ""
     lines = [
         "| engine | "
@@ -401,9 +441,9 @@ def _memory_lines(result: dict) -> list[str]:
         cells = []
         for s in seqs:
             r = memory[s].get(engine, {})
-            rss = r.get("peak_rss")
+            rss, native = r.get("peak_rss"), memory[s].get(_baseline(engine), {}).get("peak_rss")
             cells += (
-                [f"{rss / 2**20:.0f}", f"{rss / native[s]:.2f}x" if native[s] else "-"]
+                [f"{rss / 2**20:.0f}", f"{rss / native:.2f}x" if native else "-"]
                 if rss
                 else [f"failed: {r['error']}" if "error" in r else "-", "-"]
             )
@@ -419,22 +459,23 @@ def _table(result: dict, threads: Sequence[int]) -> list[str]:
     lines = [
         "| engine | "
         + " | ".join(
-            f"{n} thread{'s' if n > 1 else ''}: ms/step (±spread) | tokens/s | ours native's speed vs it"
+            f"{n} thread{'s' if n > 1 else ''}: ms/step (±spread) | tokens/s | ours native's speed vs it "
+            "(of its precision)"
             for n in threads
         )
         + " | first loss |",
         "|---|" + "---:|---:|---:|" * len(threads) + "---:|",
     ]
-    for engine in ENGINES:
+    for engine in dict.fromkeys(e for e, _ in result["runs"]):
         cells, loss = [], None
         for n in threads:
             r = result["runs"].get((engine, n))
-            native = result["runs"].get(("ours native", n))
+            native = result["runs"].get((_baseline(engine), n))
             if r is None:
                 cells += ["-", "-", "-"]
                 continue
             loss = r["first_loss"]
-            ratio = "1.00x" if engine == "ours native" else f"{r['median_s'] / native['median_s']:.2f}x"
+            ratio = "1.00x" if engine == _baseline(engine) else f"{r['median_s'] / native['median_s']:.2f}x"
             cells += [
                 f"{r['median_s'] * 1e3:.0f} (±{r['spread'] * 100:.0f}%)",
                 f"{tokens / r['median_s']:,.0f}",
@@ -475,6 +516,7 @@ def main(
     command: str,
     json_path: str | None = None,
     markdown_path: str | None = None,
+    precisions: Sequence[str] = ("fp32",),
 ) -> int:
     if peers.torch_module() is None:
         print(
@@ -511,7 +553,9 @@ def main(
         for name in names or list(configs):
             folder = Path(tmp) / name
             folder.mkdir()
-            result = run_config(name, configs[name], threads, steps, warmup, venv, profile, folder)
+            result = run_config(
+                name, configs[name], threads, steps, warmup, venv, profile, folder, precisions
+            )
             results.append(result)
             part = [
                 f"**{name}**: {result['title']}; {result['parameters'] / 1e6:.1f} M parameters; batch "

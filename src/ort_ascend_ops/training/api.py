@@ -20,7 +20,15 @@ from onnx import TensorProto, helper
 
 from ..autodiff import grad_name
 from ..opschema import elem_type
-from ..runtime import _as_numpy, make_session, ortvalue_copy, ortvalue_view, session_options
+from ..runtime import (
+    _as_numpy,
+    check_device,
+    device_providers,
+    make_session,
+    ortvalue_copy,
+    ortvalue_view,
+    session_options,
+)
 from .artifacts import pruned
 from .checkpoint import Contents, check_property, read, write
 from .optim import (
@@ -200,19 +208,30 @@ def training_session_options(*, threads: int | None = None, native: bool = True)
     return options
 
 
-def _session(model: onnx.ModelProto, threads: int | None, native: bool, options: ort.SessionOptions | None):
-    return make_session(
-        model, native=native, options=options or training_session_options(threads=threads, native=native)
+def _session(
+    model: onnx.ModelProto,
+    threads: int | None,
+    native: bool,
+    options: ort.SessionOptions | None,
+    device: str = "cpu",
+) -> ort.InferenceSession:
+    session = make_session(
+        model,
+        native=native,
+        options=options or training_session_options(threads=threads, native=native),
+        providers=device_providers(device),
     ).ort
+    check_device(session, device)
+    return session
 
 
 class _Program:
     """A training or eval model bound to a state: which inputs the user gives, which are
     parameters, which outputs are the user's and which gradients."""
 
-    def __init__(self, uri, state: CheckpointState, threads, native, options):
+    def __init__(self, uri, state: CheckpointState, threads, native, options, device):
         self.model = onnx.load(uri) if not isinstance(uri, onnx.ModelProto) else uri
-        self.session = _session(self.model, threads, native, options)
+        self.session = _session(self.model, threads, native, options, device)
         inputs = [i.name for i in self.session.get_inputs()]
         self.parameters = [n for n in inputs if n in state.parameters]
         self.scaled = LOSS_SCALE in inputs  # fp16-mixed's training model
@@ -267,7 +286,12 @@ class Module:
     A training model of ``precision="fp16-mixed"`` runs with a loss scale (``loss_scaling``:
     ``torch.amp.GradScaler``'s rules, its defaults unless given; the scale lives in the
     checkpoint): the call returns the unscaled loss and leaves unscaled gradients, and the
-    ``Optimizer`` skips a step whose gradients overflowed."""
+    ``Optimizer`` skips a step whose gradients overflowed.
+
+    ``device``: ``"cpu"``, or ``"npu"`` / ``"npu:N"``, where the training and eval sessions and the
+    optimizer's run on the CANN execution provider (our nodes as its aclnn kernels, in the graph's
+    precision; other nodes where ONNX Runtime places them). Parameters, gradients and states stay
+    in host memory, copied to the device and back by ONNX Runtime each run."""
 
     def __init__(
         self,
@@ -281,13 +305,14 @@ class Module:
         session_options: ort.SessionOptions | None = None,
         loss_scaling: LossScaling | None = None,
     ):
-        if device != "cpu":
-            raise ValueError(f"device '{device}': the training API runs on the CPU")
-        self._state = state
+        device_providers(device)  # an unknown or absent device named before any work
+        self._state, self._device = state, device
         self._threads, self._native, self._options = threads, native, session_options
-        self._train = _Program(train_model_uri, state, threads, native, session_options)
+        self._train = _Program(train_model_uri, state, threads, native, session_options, device)
         self._eval = (
-            _Program(eval_model_uri, state, threads, native, session_options) if eval_model_uri else None
+            _Program(eval_model_uri, state, threads, native, session_options, device)
+            if eval_model_uri
+            else None
         )
         self._training = True
         self._reset_pending = True
@@ -355,6 +380,7 @@ class Module:
             targets[p] = self._scratch_of(p) if accumulate else parameter._grad
             binding.bind_ortvalue_output(grad, targets[p])
         if program.scaled:
+            assert self._state._loss_scale is not None  # set with the module's loss scaling
             scale = np.array(self._state._loss_scale["scale"], np.float32)
             binding.bind_ortvalue_input(LOSS_SCALE, ortvalue_copy(scale))
         program.session.run_with_iobinding(binding)
@@ -437,10 +463,15 @@ class Optimizer:
         self._module = module
         state = module._state
         options = session_options or module._options
-        # In place needs our kernel's alias map and sequential execution: our own options.
-        self._in_place = in_place(model) if module._native and options is None else None
-        self._own_buffers = self._in_place is None and type(self.options) in OWN_BUFFERS
-        self._session = _session(self._in_place or model, module._threads, module._native, options)
+        # In place needs our kernel's alias map and sequential execution: our own options, on the
+        # CPU. On a device the inputs are copied there before a node runs, so every update may be
+        # written back into the host buffer it replaces.
+        on_cpu = module._device == "cpu"
+        self._in_place = in_place(model) if module._native and options is None and on_cpu else None
+        self._own_buffers = self._in_place is None and (type(self.options) in OWN_BUFFERS or not on_cpu)
+        self._session = _session(
+            self._in_place or model, module._threads, module._native, options, module._device
+        )
         inputs = {i.name for i in self._session.get_inputs()}
         self._names = [p for p in state.parameters.keys() if p in inputs]
         untrained = [p for p in module._train.grads if p not in self._names]
@@ -491,13 +522,13 @@ class Optimizer:
         """One update of every trainable parameter from its current gradient; False (nothing
         updated, the step count kept) when under fp16-mixed a gradient overflowed since the last
         reset, the loss scale then backed off, as ``GradScaler.step`` and ``update`` do."""
-        module = self._module
-        if module._scaling is not None and module._found_inf:
-            module._scaling.update(module._state._loss_scale, found_inf=True)
+        module, scale = self._module, self._module._state._loss_scale
+        if module._scaling is not None and scale is not None and module._found_inf:
+            module._scaling.update(scale, found_inf=True)
             return False
         self._update()
-        if module._scaling is not None:
-            module._scaling.update(module._state._loss_scale, found_inf=False)
+        if module._scaling is not None and scale is not None:
+            module._scaling.update(scale, found_inf=False)
         return True
 
     def _update(self) -> None:

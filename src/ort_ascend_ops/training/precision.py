@@ -164,7 +164,11 @@ class _Rewriter:
         inferred = onnx.shape_inference.infer_shapes(model)
         graph = inferred.graph
         self.low = low
-        self.suffix = {TensorProto.BFLOAT16: "bf16", TensorProto.FLOAT16: "fp16", FLOAT: "fp32"}
+        self.suffix: dict[int, str] = {
+            TensorProto.BFLOAT16: "bf16",
+            TensorProto.FLOAT16: "fp16",
+            FLOAT: "fp32",
+        }
         self.types = {
             v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]
         }

@@ -1,0 +1,112 @@
+"""The training API on an NPU (``Module(..., device="npu")``), run by the CANN job (.ci/cann-ep)
+through onnxruntime-cann's execution provider on the emulated CANN runtime: a bf16-mixed step of
+the committed Llama export gives the CPU's loss and gradients within bfloat16's tolerance, ONNX
+Runtime's profile places every node of ours on the CANN EP, and the emulator's call counts say
+the bfloat16 aclnn kernels ran. Devices that are not there are errors naming them, everywhere."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from ort_ascend_ops import DOMAIN, aclnn_emulator
+from ort_ascend_ops.examples import hf_models as hf
+from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer, training_session_options
+from ort_ascend_ops.training.artifacts import generate_artifacts
+from ort_ascend_ops.training.optim import AdamW
+
+FIXTURE = Path(__file__).parents[1] / "models" / "hf" / "llama_dynamic_opset18_ce.onnx"
+BF16_TOLERANCE = 2**-6  # a few bfloat16 ulps, relative
+KERNELS = [
+    "aclnnRmsNorm",
+    "aclnnRmsNormGrad",
+    "aclnnRotaryPositionEmbedding",
+    "aclnnRotaryPositionEmbeddingGrad",
+    "aclnnFlashAttentionScore",
+    "aclnnFlashAttentionScoreGrad",
+]
+needs_cann_ep = pytest.mark.skipif(
+    not aclnn_emulator.through_cann_ep(), reason="needs onnxruntime-cann (.ci/cann-ep)"
+)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    return generate_artifacts(
+        onnx.load(FIXTURE),
+        optimizer=AdamW(lr=1e-2),
+        artifact_directory=tmp_path_factory.mktemp("npu"),
+        precision="bf16-mixed",
+    )
+
+
+def one_step(paths, device: str, options=None, optimizer_options=None):
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state, paths["eval"], device=device, session_options=options)
+    optimizer = Optimizer(paths["optimizer"], module, session_options=optimizer_options)
+    inputs = hf.batch("ce", 2)
+    loss = float(module(inputs["input_ids"], inputs["labels"]))
+    grads = {n: p.grad for n, p in state.parameters.items()}
+    assert optimizer.step()
+    return module, optimizer, loss, grads, {n: p.data for n, p in state.parameters.items()}
+
+
+def relative(a: dict, b: dict) -> float:
+    apart = sum(float(np.sum((a[n].astype(np.float64) - b[n]) ** 2)) for n in b)
+    return (apart / sum(float(np.sum(b[n].astype(np.float64) ** 2)) for n in b)) ** 0.5
+
+
+def placements(session) -> list[tuple[str, str]]:
+    events = json.loads(Path(session.end_profiling()).read_text())
+    kernels = [e["args"] for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    return [(k["op_name"], k["provider"]) for k in kernels]
+
+
+@needs_cann_ep
+def test_bf16_mixed_step_on_the_npu_gives_the_cpus_cann_ep(artifacts, tmp_path):
+    _, _, cpu_loss, cpu_grads, cpu_params = one_step(artifacts, "cpu")
+    aclnn_emulator.activate()
+    emulator = aclnn_emulator.control()
+    emulator.aclemu_reset()
+    options = {}
+    for session in ("training", "optimizer"):  # one profile file each
+        options[session] = training_session_options()
+        options[session].enable_profiling = True
+        options[session].profile_file_prefix = str(tmp_path / session)
+    module, optimizer, loss, grads, params = one_step(artifacts, "npu", *options.values())
+
+    assert abs(loss / cpu_loss - 1) <= BF16_TOLERANCE
+    assert relative(grads, cpu_grads) <= BF16_TOLERANCE
+    for name, value in params.items():  # AdamW's first step moves each element by about lr
+        np.testing.assert_allclose(value, cpu_params[name], atol=2.5e-2, err_msg=name)
+    assert optimizer.step_count == 1
+
+    training = onnx.load(artifacts["training"])
+    ours = sorted(n.op_type for n in training.graph.node if n.domain == DOMAIN)
+    placed = sorted(p for p in placements(module.training_session) if p[0] in ours)
+    assert placed == [(op, aclnn_emulator.CANN_EP) for op in ours]
+    updates = [p for p in placements(optimizer.session) if p[0] == "ApplyAdamW"]
+    trained = [n for n in module._train.grads]
+    assert updates == [("ApplyAdamW", aclnn_emulator.CANN_EP)] * len(trained)
+    for kernel in KERNELS:  # the bfloat16 kernels, never the float32 ones
+        assert emulator.aclemu_calls(f"{kernel}GetWorkspaceSize@BFLOAT16".encode()) > 0, kernel
+        assert emulator.aclemu_calls(f"{kernel}GetWorkspaceSize@FLOAT32".encode()) == 0, kernel
+    # float32 master weights: AdamW updates them in float32.
+    assert emulator.aclemu_calls(b"aclnnApplyAdamWV2GetWorkspaceSize@FLOAT32") == len(trained)
+
+
+def test_devices_that_are_not_there_are_named_cann_ep(artifacts):
+    state = CheckpointState.load_checkpoint(artifacts["checkpoint"])
+    with pytest.raises(ValueError, match="device 'gpu': expected 'cpu', 'npu' or 'npu:N'"):
+        Module(artifacts["training"], state, device="gpu")
+    if not aclnn_emulator.through_cann_ep():
+        with pytest.raises(
+            RuntimeError, match="device 'npu': this ONNX Runtime has no CANNExecutionProvider"
+        ):
+            Module(artifacts["training"], state, device="npu")
+        return
+    aclnn_emulator.activate()
+    with pytest.raises(RuntimeError, match="device 'npu:7' is not there"):  # the emulator has one
+        Module(artifacts["training"], state, device="npu:7")

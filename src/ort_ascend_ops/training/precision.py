@@ -326,5 +326,10 @@ def autocast(model: onnx.ModelProto, precision: str, parameters: Collection[str]
     ]
     del graph.node[:]
     graph.node.extend(nodes)
-    del graph.value_info[:]  # the types changed: inferred again by the next pass
+    # The exporter's shapes stay (ONNX's inference cannot redo all of them); the types follow.
+    for value in graph.value_info:
+        elem = rewriter.types.get(value.name)
+        value.name = renamed.get(value.name, value.name)
+        if elem is not None and value.type.HasField("tensor_type"):
+            value.type.tensor_type.elem_type = elem
     return result

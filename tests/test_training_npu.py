@@ -110,3 +110,46 @@ def test_devices_that_are_not_there_are_named_cann_ep(artifacts):
     aclnn_emulator.activate()
     with pytest.raises(RuntimeError, match="device 'npu:7' is not there"):  # the emulator has one
         Module(artifacts["training"], state, device="npu:7")
+
+
+def test_graphs_for_the_cann_ep_broadcast_no_operand_cann_ep():
+    """``cann_ep.for_cann_ep`` expands each operand Add/Sub/Mul/Div would broadcast (both, for
+    ``[1, 8, 1] * [4]``, where onnxruntime-cann 1.24 gives ``b * b``) and leaves same-shaped ones
+    alone; the values are the product's, on the CPU and through the CANN EP."""
+    from onnx import TensorProto, helper
+
+    from ort_ascend_ops import make_session
+    from ort_ascend_ops.cann_ep import for_cann_ep
+
+    def model(op, a_shape, b_shape):
+        graph = helper.make_graph(
+            [helper.make_node(op, ["a", "b"], ["y"])],
+            "g",
+            [
+                helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                for n, s in (("a", a_shape), ("b", b_shape))
+            ],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        )
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+    same = model("Add", [2, 3], [2, 3])
+    assert for_cann_ep(same) is same
+    rng = np.random.default_rng(0)
+    for op, a_shape, b_shape, expanded in (("Mul", [1, 8, 1], [4], 2), ("Sub", [2, 3], [3], 1)):
+        rewritten = for_cann_ep(model(op, a_shape, b_shape))
+        assert sum(n.op_type == "Expand" for n in rewritten.graph.node) == expanded
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in (a_shape, b_shape))
+        want = a * b if op == "Mul" else a - b
+        for providers in (["CPUExecutionProvider"], *([ascend] if (ascend := _npu()) else [])):
+            got = make_session(rewritten, providers=providers).run({"a": a, "b": b})[0]
+            np.testing.assert_array_equal(got, want)
+
+
+def _npu():
+    if not aclnn_emulator.through_cann_ep():
+        return None
+    aclnn_emulator.activate()
+    from ort_ascend_ops.runtime import ascend_providers
+
+    return ascend_providers()

@@ -98,9 +98,10 @@ class History:
                     "loss": float(r["loss"]),
                     "eval_loss": float(r["eval_loss"]) if r["eval_loss"] else None,
                     "learning_rate": float(r["learning_rate"]),
-                    "grad_norm": float(r["grad_norm"]) if r["grad_norm"] else None,
-                    "loss_scale": float(r["loss_scale"]),
-                    "skipped": int(r["skipped"]),
+                    # Absent from the CSV of a run begun before these columns: no clipping, no scale.
+                    "grad_norm": float(r["grad_norm"]) if r.get("grad_norm") else None,
+                    "loss_scale": float(r.get("loss_scale") or 1.0),
+                    "skipped": int(r.get("skipped") or 0),
                     "seconds": float(r["seconds"]),
                 }
                 for r in csv.DictReader(f)

@@ -39,8 +39,12 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple | None]:
 
 def for_cann_ep(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with every operand of its Add, Sub, Mul and Div that the op would broadcast
-    expanded to the result's shape first (see the module's doc); ``model`` itself when none is."""
-    shapes = _shapes(model)
+    expanded to the result's shape first (see the module's doc); ``model`` itself when none is,
+    or when type inference fails (ONNX Runtime then refuses the model, naming the error)."""
+    try:
+        shapes = _shapes(model)
+    except onnx.shape_inference.InferenceError:
+        return model
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(model)
     nodes, count = [], 0

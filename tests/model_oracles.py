@@ -15,6 +15,16 @@ def relative_error(out, ref) -> float:
     return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
+def tensors_distance(ours: dict, theirs: dict, start: dict | None = None) -> float:
+    """``relative_error`` over every tensor of ``theirs`` taken as one vector (None values, which
+    torch gives a parameter no gradient reaches, left out); relative to ``theirs - start`` when
+    ``start`` is given (how far a run moved the parameters)."""
+    names = [n for n, t in theirs.items() if t is not None]
+    apart = sum(float(np.sum((np.asarray(ours[n], np.float64) - theirs[n]) ** 2)) for n in names)
+    base = {n: np.asarray(theirs[n], np.float64) - (0 if start is None else start[n]) for n in names}
+    return (apart / max(sum(float(np.sum(b**2)) for b in base.values()), 1e-300)) ** 0.5
+
+
 # Llama-style block ------------------------------------------------------------------------------
 
 

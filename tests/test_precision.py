@@ -9,6 +9,7 @@ import contextlib
 import numpy as np
 import onnx
 import pytest
+from model_oracles import tensors_distance
 from onnx import TensorProto
 
 from ort_ascend_ops.examples import hf_models as hf
@@ -94,13 +95,6 @@ def our_run(paths, loss_scaling=None):
     return np.array(losses), {n: p.data for n, p in state.parameters.items()}, scales
 
 
-def parameter_distance(a: dict, b: dict, start: dict) -> float:
-    """||a - b|| over every parameter, relative to how far b moved from ``start``."""
-    apart = sum(float(np.sum((a[n].astype(np.float64) - b[n]) ** 2)) for n in b)
-    moved = sum(float(np.sum((b[n].astype(np.float64) - start[n]) ** 2)) for n in b)
-    return (apart / moved) ** 0.5
-
-
 @pytest.fixture(scope="module")
 def torch_fp32():
     return torch_run("fp32")
@@ -114,9 +108,9 @@ def test_training_follows_torch_autocast_within_its_drift(precision, artifacts, 
     losses, params, scales = our_run(artifacts[precision])
     our_fp32_losses, our_fp32_params, _ = our_run(artifacts["fp32"])
     loss_drift = float(np.abs(torch_losses - fp32_losses).max())
-    param_drift = parameter_distance(torch_params, fp32_params, start)
+    param_drift = tensors_distance(torch_params, fp32_params, start)
     loss_error = float(np.abs(losses - torch_losses).max())
-    param_error = parameter_distance(params, torch_params, start)
+    param_error = tensors_distance(params, torch_params, start)
     print(
         f"{precision}: torch drift loss {loss_drift:.2e} params {param_drift:.2e}; "
         f"ours vs torch loss {loss_error:.2e} params {param_error:.2e}"
@@ -125,7 +119,7 @@ def test_training_follows_torch_autocast_within_its_drift(precision, artifacts, 
     assert param_error <= DRIFT_MULTIPLE * param_drift
     # The low type really computes: ours is as far from our float32 run as torch's is from its.
     assert float(np.abs(losses - our_fp32_losses).max()) > 0.1 * loss_drift
-    assert parameter_distance(params, our_fp32_params, start) > 0.1 * param_drift
+    assert tensors_distance(params, our_fp32_params, start) > 0.1 * param_drift
     if precision == "fp16-mixed":
         assert scales == torch_scales
 
@@ -264,7 +258,7 @@ def test_gradients_and_loss_come_back_unscaled(artifacts, torch_fp32):
         norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1))
         grads[precision] = (loss.item(), norm, {n: p.grad.numpy() for n, p in model.named_parameters()})
     # torch's drift: its fp16 gradients' distance from its float32 ones, relative.
-    drift = vector_distance(grads["fp16-mixed"][2], grads["fp32"][2])
+    drift = tensors_distance(grads["fp16-mixed"][2], grads["fp32"][2])
 
     paths = artifacts["fp16-mixed"]
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
@@ -277,13 +271,7 @@ def test_gradients_and_loss_come_back_unscaled(artifacts, torch_fp32):
     )
     assert abs(norm / grads["fp16-mixed"][1] - 1) <= DRIFT_MULTIPLE * drift
     ours = {name: state.parameters[name].grad for name in grads["fp16-mixed"][2]}
-    assert vector_distance(ours, grads["fp16-mixed"][2]) <= DRIFT_MULTIPLE * drift
-
-
-def vector_distance(a: dict, b: dict) -> float:
-    """||a - b|| / ||b|| over every tensor of b."""
-    apart = sum(float(np.sum((a[n].astype(np.float64) - b[n]) ** 2)) for n in b)
-    return (apart / sum(float(np.sum(b[n].astype(np.float64) ** 2)) for n in b)) ** 0.5
+    assert tensors_distance(ours, grads["fp16-mixed"][2]) <= DRIFT_MULTIPLE * drift
 
 
 def test_errors_name_the_option(export, tmp_path, artifacts):

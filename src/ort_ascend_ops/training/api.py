@@ -395,16 +395,9 @@ class Module:
     def _unscale(self, grads: dict[str, ort.OrtValue], inv_scale: float) -> bool:
         """Divides each of ``grads`` by the loss scale in its own buffer; whether any overflowed."""
         if self._unscaler is None:
-            types = [helper.make_tensor_type_proto(TensorProto.FLOAT, g.shape()) for g in grads.values()]
-            self._unscaler = _session(unscale_model(types), self._threads, False, self._options)
-        binding = self._unscaler.io_binding()
-        binding.bind_ortvalue_input(INV_SCALE, ortvalue_copy(np.array(inv_scale, np.float32)))
-        binding.bind_output(FOUND_INF)
-        for i, grad in enumerate(grads.values()):
-            binding.bind_ortvalue_input(f"g{i}", grad)
-            binding.bind_ortvalue_output(f"unscaled{i}", grad)
-        self._unscaler.run_with_iobinding(binding)
-        return bool(binding.get_outputs()[0].numpy())
+            model = unscale_model(_float_types(grads.values()))
+            self._unscaler = _session(model, self._threads, False, self._options)
+        return bool(_rewrite_gradients(self._unscaler, (INV_SCALE, inv_scale), FOUND_INF, "unscaled", grads))
 
     def _scratch_of(self, name: str) -> ort.OrtValue:
         if name not in self._scratch:
@@ -620,16 +613,32 @@ def clip_grad_norm_(module: Module, max_norm: float, norm_type: float = 2.0) -> 
         raise RuntimeError("clip_grad_norm_: no gradients yet: run the module first")
     key = (norm_type, tuple(grads))
     if key not in module._clippers:
-        types = [helper.make_tensor_type_proto(TensorProto.FLOAT, g.shape()) for g in grads.values()]
-        module._clippers[key] = _session(
-            clip_model(types, norm_type), module._threads, False, module._options
-        )
-    session = module._clippers[key]
+        model = clip_model(_float_types(grads.values()), norm_type)
+        module._clippers[key] = _session(model, module._threads, False, module._options)
+    return float(
+        _rewrite_gradients(module._clippers[key], (MAX_NORM, max_norm), TOTAL_NORM, "clipped", grads)
+    )
+
+
+def _float_types(grads) -> list[onnx.TypeProto]:
+    return [helper.make_tensor_type_proto(TensorProto.FLOAT, g.shape()) for g in grads]
+
+
+def _rewrite_gradients(
+    session: ort.InferenceSession,
+    scalar: tuple[str, float],
+    result: str,
+    rewritten: str,
+    grads: dict[str, ort.OrtValue],
+) -> np.ndarray:
+    """Runs one of optim's models over the gradients (``clip_model``, ``unscale_model``): its
+    float32 scalar input, each gradient as ``g<i>`` and written back into its own buffer as
+    ``<rewritten><i>``; returns its output ``result``."""
     binding = session.io_binding()
-    binding.bind_ortvalue_input(MAX_NORM, ortvalue_copy(np.array(max_norm, np.float32)))
-    binding.bind_output(TOTAL_NORM)  # the first output, as get_outputs() gives them
+    binding.bind_ortvalue_input(scalar[0], ortvalue_copy(np.array(scalar[1], np.float32)))
+    binding.bind_output(result)  # the first output, as get_outputs() gives them
     for i, grad in enumerate(grads.values()):
         binding.bind_ortvalue_input(f"g{i}", grad)
-        binding.bind_ortvalue_output(f"clipped{i}", grad)
+        binding.bind_ortvalue_output(f"{rewritten}{i}", grad)
     session.run_with_iobinding(binding)
-    return float(binding.get_outputs()[0].numpy())
+    return binding.get_outputs()[0].numpy()

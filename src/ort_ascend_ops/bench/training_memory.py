@@ -37,6 +37,37 @@ def _ours(job: dict, native: bool) -> list[float]:
     return losses
 
 
+def precision_of(engine: str) -> str:
+    """The precision an engine's name ends with ("PyTorch eager bf16-mixed"), fp32 by default."""
+    from ..training.precision import PRECISIONS
+
+    return next((p for p in PRECISIONS if p != "fp32" and engine.endswith(p)), "fp32")
+
+
+class TorchStep:
+    """One training step of a transformers causal LM as a PyTorch user runs it at ``precision``:
+    forward with its labels under ``torch.autocast`` (off for fp32), backward and AdamW through a
+    ``GradScaler`` (enabled for fp16 only)."""
+
+    def __init__(self, model, precision: str = "fp32"):
+        import torch
+
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters())
+        low = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(precision)
+        self.autocast = torch.autocast("cpu", dtype=low, enabled=low is not None)
+        self.scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16-mixed")
+
+    def __call__(self, ids) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast:
+            loss = self.model(input_ids=ids, labels=ids).loss
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return float(loss.detach())
+
+
 def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
     import numpy as np
     import torch
@@ -47,22 +78,9 @@ def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
     model = transformers.AutoModelForCausalLM.from_config(config)
     model.load_state_dict(torch.load(job["weights"]))
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters())
-    if compiled:
-        model = torch.compile(model)
+    step = TorchStep(torch.compile(model) if compiled else model, precision)
     ids = torch.from_numpy(np.load(job["batch"]))
-    low = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(precision)
-    scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16-mixed")
-    losses = []
-    for _ in range(job["steps"]):
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=low, enabled=low is not None):
-            loss = model(input_ids=ids, labels=ids).loss
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        losses.append(float(loss.detach()))
-    return losses
+    return [step(ids) for _ in range(job["steps"])]
 
 
 def child(job_path: str) -> None:
@@ -71,8 +89,7 @@ def child(job_path: str) -> None:
     if engine.startswith("ours"):
         losses = _ours(job, native=engine.startswith("ours native"))
     else:
-        precision = engine.split()[-1] if engine.endswith("-mixed") else "fp32"
-        losses = _torch(job, compiled=engine == "torch.compile", precision=precision)
+        losses = _torch(job, compiled=engine == "torch.compile", precision=precision_of(engine))
     print(json.dumps({"peak_rss": _peak_rss(), "losses": losses}))
 
 

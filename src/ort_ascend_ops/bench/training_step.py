@@ -50,16 +50,9 @@ ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile", "on
 MIXED_ENGINES = ("ours native", "PyTorch eager")
 
 
-def precision_of(engine: str) -> str:
-    """The precision an engine's name ends with, fp32 by default."""
-    from ..training.precision import PRECISIONS
-
-    return next((p for p in PRECISIONS if p != "fp32" and engine.endswith(p)), "fp32")
-
-
 def _baseline(engine: str) -> str:
     """The engine a row's speed and memory are compared with: ours native of the same precision."""
-    p = precision_of(engine)
+    p = training_memory.precision_of(engine)
     return "ours native" if p == "fp32" else f"ours native {p}"
 
 
@@ -148,31 +141,20 @@ class _Ours:
 
 
 class _Torch:
-    """PyTorch eager, or the model under torch.compile (``compiled``): forward with the labels
-    (the model's own loss), backward, AdamW."""
+    """PyTorch eager, or the model under torch.compile (``compiled``), at ``precision``
+    (``training_memory.TorchStep``)."""
 
     def __init__(self, model, threads: int, ids: np.ndarray, compiled: bool = False, precision: str = "fp32"):
         torch = peers.torch_module()
         self.torch, self.threads = torch, threads
-        self.model = copy.deepcopy(model).train()
-        if compiled:
-            self.model = torch.compile(self.model)
-        self.optimizer = torch.optim.AdamW(self.model.parameters())
+        model = copy.deepcopy(model).train()
+        self.step = training_memory.TorchStep(torch.compile(model) if compiled else model, precision)
         self.ids = torch.from_numpy(ids)
         self.losses: list[float] = []
-        low = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(precision)
-        self.autocast = torch.autocast("cpu", dtype=low, enabled=low is not None)
-        self.scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16-mixed")
 
     def __call__(self) -> None:
         self.torch.set_num_threads(self.threads)
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.autocast:
-            loss = self.model(input_ids=self.ids, labels=self.ids).loss
-        self.scaler.scale(loss).backward()
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.losses.append(float(loss.detach()))
+        self.losses.append(self.step(self.ids))
 
 
 def _profile_shares(
@@ -401,7 +383,12 @@ def _memory(spec: dict, model, paths: dict[str, dict], threads: int, venv: str |
         engines += [f"{e} {p}" for p in paths if p != "fp32" for e in MIXED_ENGINES]
         out[seq] = {
             e: training_memory.measure(
-                job | {"engine": e, "paths": {k: str(v) for k, v in paths[precision_of(e)].items()}}, folder
+                job
+                | {
+                    "engine": e,
+                    "paths": {k: str(v) for k, v in paths[training_memory.precision_of(e)].items()},
+                },
+                folder,
             )
             for e in engines
         }

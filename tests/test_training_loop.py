@@ -205,3 +205,27 @@ def test_precision_and_clipping_are_recorded_and_a_resume_must_match(tmp_path):
         log, _ = wrong.communicate(timeout=600)
         assert wrong.returncode == 2 and message in log, log
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "fp16-mixed"])
+def test_mixed_precision_is_bit_identical_across_thread_counts(precision, corpus, tmp_path):
+    """As in float32 (ONNX Runtime's float16 MatMul alone would give gradients an ulp apart at 1
+    and 2 threads: runtime.widen_float16_products)."""
+    paths = generate_artifacts(
+        byte_llama.model_path(), optimizer=AdamW(lr=3e-3), artifact_directory=tmp_path, precision=precision
+    )
+
+    def run(threads):
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        module = Module(paths["training"], state, threads=threads)
+        optimizer = Optimizer(paths["optimizer"], module)
+        losses = []
+        for step in range(2):
+            window = corpus.batch("train", step, byte_llama.BATCH, byte_llama.SEQUENCE)
+            losses.append(module(window, window).tobytes())
+            optimizer.step()
+            module.lazy_reset_grad()
+        return losses, {n: p.data.tobytes() for n, p in state.parameters}
+
+    first = run(1)
+    assert run(2) == first and run(4) == first

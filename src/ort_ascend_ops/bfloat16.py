@@ -16,6 +16,7 @@ from .domain import DOMAIN
 from .opschema import register_schemas
 
 BFLOAT16 = onnx.TensorProto.BFLOAT16
+FLOAT16 = onnx.TensorProto.FLOAT16
 FLOAT = onnx.TensorProto.FLOAT
 
 # The default-domain ops that ONNX Runtime's CPU runs with bfloat16 values and whose results do
@@ -78,7 +79,7 @@ def _runs_in_bfloat16(node: onnx.NodeProto, opset: int) -> bool:
     return since is not None and opset >= since and reduction == b"none"
 
 
-def _node_graphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+def node_graphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
     """The graphs ``node``'s attributes hold (If branches, Loop and Scan bodies)."""
     for attr in node.attribute:
         yield from [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
@@ -88,56 +89,56 @@ def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """The graph and, depth first, its subgraphs."""
     yield graph
     for node in graph.node:
-        for sub in _node_graphs(node):
+        for sub in node_graphs(node):
             yield from _graphs(sub)
 
 
-def _type_has_bfloat16(tp: onnx.TypeProto) -> bool:
+def _type_has(tp: onnx.TypeProto, elem: int) -> bool:
     kind = tp.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
-        return getattr(tp, kind).elem_type == BFLOAT16
+        return getattr(tp, kind).elem_type == elem
     if kind in ("sequence_type", "optional_type"):
-        return _type_has_bfloat16(getattr(tp, kind).elem_type)
-    return kind == "map_type" and _type_has_bfloat16(tp.map_type.value_type)
+        return _type_has(getattr(tp, kind).elem_type, elem)
+    return kind == "map_type" and _type_has(tp.map_type.value_type, elem)
 
 
-def _attribute_has_bfloat16(attr: onnx.AttributeProto) -> bool:
-    """An integer attribute equal to BFLOAT16 may be a type (Cast's ``to``, a ``dtype``, or a
+def _attribute_has(attr: onnx.AttributeProto, elem: int) -> bool:
+    """An integer attribute equal to ``elem`` may be a type (Cast's ``to``, a ``dtype``, or a
     function's attribute that a Cast in its body reads): it counts, and a false alarm (an axis
     of 16) costs only the type inference."""
     A = onnx.AttributeProto
     kind = attr.type
     if kind == A.INT:
-        return attr.i == BFLOAT16
+        return attr.i == elem
     if kind == A.TENSOR:
-        return attr.t.data_type == BFLOAT16
+        return attr.t.data_type == elem
     if kind == A.SPARSE_TENSOR:
-        return attr.sparse_tensor.values.data_type == BFLOAT16
+        return attr.sparse_tensor.values.data_type == elem
     if kind == A.TYPE_PROTO:
-        return _type_has_bfloat16(attr.tp)
+        return _type_has(attr.tp, elem)
     if kind == A.GRAPH:
-        return _graph_has_bfloat16(attr.g)
-    return kind == A.GRAPHS and any(map(_graph_has_bfloat16, attr.graphs))
+        return _graph_has(attr.g, elem)
+    return kind == A.GRAPHS and any(_graph_has(g, elem) for g in attr.graphs)
 
 
-def _nodes_have_bfloat16(nodes: Iterable[onnx.NodeProto]) -> bool:
-    return any(_attribute_has_bfloat16(attr) for node in nodes for attr in node.attribute)
+def _nodes_have(nodes: Iterable[onnx.NodeProto], elem: int) -> bool:
+    return any(_attribute_has(attr, elem) for node in nodes for attr in node.attribute)
 
 
-def _graph_has_bfloat16(graph: onnx.GraphProto) -> bool:
+def _graph_has(graph: onnx.GraphProto, elem: int) -> bool:
     return (
-        any(_type_has_bfloat16(v.type) for v in (*graph.input, *graph.output, *graph.value_info))
-        or any(t.data_type == BFLOAT16 for t in graph.initializer)
-        or any(s.values.data_type == BFLOAT16 for s in graph.sparse_initializer)
-        or _nodes_have_bfloat16(graph.node)
+        any(_type_has(v.type, elem) for v in (*graph.input, *graph.output, *graph.value_info))
+        or any(t.data_type == elem for t in graph.initializer)
+        or any(s.values.data_type == elem for s in graph.sparse_initializer)
+        or _nodes_have(graph.node, elem)
     )
 
 
-def _mentions_bfloat16(model: onnx.ModelProto) -> bool:
-    """Whether bfloat16 appears anywhere a value could take it from: the graphs' declared types and
+def _mentions(model: onnx.ModelProto, elem: int) -> bool:
+    """Whether ``elem`` appears anywhere a value could take it from: the graphs' declared types and
     initializers, and the attributes of the graphs' and functions' nodes. One walk, no tensor data
-    read, no inference, so that float32 models pass ``widen_bfloat16`` at little cost."""
-    return _graph_has_bfloat16(model.graph) or any(_nodes_have_bfloat16(f.node) for f in model.functions)
+    read, no inference, so that float32 models pass the widening at little cost."""
+    return _graph_has(model.graph, elem) or any(_nodes_have(f.node, elem) for f in model.functions)
 
 
 def _inline_foreign_functions(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -164,7 +165,7 @@ def _value_types(model: onnx.ModelProto) -> dict[str, int]:
     return types
 
 
-def _namer(model: onnx.ModelProto) -> Callable[[str], str]:
+def namer(model: onnx.ModelProto) -> Callable[[str], str]:
     """A function giving names that no value or node of the model has, nor an earlier call gave."""
     used: set[str] = set()
     for graph in _graphs(model.graph):
@@ -184,12 +185,17 @@ def _namer(model: onnx.ModelProto) -> Callable[[str], str]:
 
 def _needs_widening(node: onnx.NodeProto, types: dict[str, int], opset: int) -> bool:
     """Whether ``node`` is a default-domain node ONNX Runtime's CPU cannot run as it is, with a
-    bfloat16 tensor among its values. A node with a sequence or optional value is left as it is:
-    those cannot be cast."""
+    bfloat16 tensor among its values."""
     if node.domain not in ("", "ai.onnx") or _runs_in_bfloat16(node, opset):
         return False
+    return _castable_with(node, types, BFLOAT16)
+
+
+def _castable_with(node: onnx.NodeProto, types: dict[str, int], elem: int) -> bool:
+    """Whether an ``elem`` tensor is among ``node``'s values. A node with a sequence or optional
+    value is left as it is: those cannot be cast."""
     kinds = [types.get(name) for name in (*node.input, *node.output) if name]
-    return BFLOAT16 in kinds and _NOT_A_TENSOR not in kinds
+    return elem in kinds and _NOT_A_TENSOR not in kinds
 
 
 def _cast(source: str, target: str, to: int, fresh: Callable[[str], str]) -> onnx.NodeProto:
@@ -197,41 +203,49 @@ def _cast(source: str, target: str, to: int, fresh: Callable[[str], str]) -> onn
 
 
 def _widen(
-    node: onnx.NodeProto, types: dict[str, int], fresh: Callable[[str], str], copies: dict[str, str]
+    node: onnx.NodeProto,
+    types: dict[str, int],
+    fresh: Callable[[str], str],
+    copies: dict[str, str],
+    elem: int,
 ) -> list[onnx.NodeProto]:
-    """``node`` computing in float32: its bfloat16 inputs cast to float32 (once per value and graph:
-    ``copies`` maps each to its float32 copy), its bfloat16 outputs cast back to bfloat16 under
-    their own names, so that every value keeps its type and each result is rounded, as PyTorch
-    rounds each op's."""
+    """``node`` computing in float32: its ``elem`` inputs cast to float32 (once per value and graph:
+    ``copies`` maps each to its float32 copy), its ``elem`` outputs cast back under their own
+    names, so that every value keeps its type and each result is rounded, as PyTorch rounds each
+    op's."""
     before, after = [], []
     for index, name in enumerate(node.input):
-        if types.get(name) == BFLOAT16:
+        if types.get(name) == elem:
             if name not in copies:
                 copies[name] = fresh(f"{name}_as_float32")
                 before.append(_cast(name, copies[name], FLOAT, fresh))
             node.input[index] = copies[name]
     for index, name in enumerate(node.output):
-        if types.get(name) == BFLOAT16:
+        if types.get(name) == elem:
             node.output[index] = fresh(f"{name}_float32")
-            after.append(_cast(node.output[index], name, BFLOAT16, fresh))
+            after.append(_cast(node.output[index], name, elem, fresh))
     for attr in node.attribute:
-        if attr.name in _TYPE_ATTRIBUTES and attr.i == BFLOAT16:
+        if attr.name in _TYPE_ATTRIBUTES and attr.i == elem:
             attr.i = FLOAT
     return [*before, node, *after]
 
 
 def _widen_graph(
-    graph: onnx.GraphProto, types: dict[str, int], opset: int, fresh: Callable[[str], str]
+    graph: onnx.GraphProto,
+    types: dict[str, int],
+    fresh: Callable[[str], str],
+    elem: int,
+    needs: Callable[[onnx.NodeProto], bool],
 ) -> bool:
-    """Widens, in place, the nodes of ``graph`` and of its subgraphs that need it; whether any
+    """Widens, in place, the nodes of ``graph`` and of its subgraphs that ``needs``; whether any
     did."""
     nodes: list[onnx.NodeProto] = []
     copies: dict[str, str] = {}
     in_subgraphs = False
     for node in graph.node:
-        for sub in _node_graphs(node):
-            in_subgraphs |= _widen_graph(sub, types, opset, fresh)
-        nodes.extend(_widen(node, types, fresh, copies) if _needs_widening(node, types, opset) else [node])
+        for sub in node_graphs(node):
+            in_subgraphs |= _widen_graph(sub, types, fresh, elem, needs)
+        nodes.extend(_widen(node, types, fresh, copies, elem) if needs(node) else [node])
     here = len(nodes) > len(graph.node)  # a widened node comes with a cast at least
     if here:
         del graph.node[:]
@@ -249,11 +263,38 @@ def widen_bfloat16(model: onnx.ModelProto) -> onnx.ModelProto:
     Returns ``model`` itself when nothing needs widening (no bfloat16 anywhere: found without
     inference) or when type inference fails, else a widened copy."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
-    if opset is None or not _mentions_bfloat16(model):
+    if opset is None:
+        return model
+    return _widened(model, BFLOAT16, lambda node, types: _needs_widening(node, types, opset))
+
+
+def widen_float16_products(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with each default-domain MatMul of float16 values computing in float32 between
+    casts, as ``widen_bfloat16`` widens (``model`` itself when it has none). ONNX Runtime's CPU
+    float16 MatMul splits a long inner product across its threads, so that its result changes
+    with the thread count (an ulp apart at 1 and 2 threads for [64, K] x [K, 128]); float32's does
+    not, and the one rounding of a float32 sum is what PyTorch's float16 matmul gives."""
+    return _widened(
+        model,
+        FLOAT16,
+        lambda node, types: (
+            node.domain in ("", "ai.onnx")
+            and node.op_type == "MatMul"
+            and _castable_with(node, types, FLOAT16)
+        ),
+    )
+
+
+def _widened(model: onnx.ModelProto, elem: int, needs: Callable[[onnx.NodeProto, dict], bool]):
+    """A copy of ``model`` (its foreign functions inlined) whose nodes that ``needs`` compute in
+    float32 between casts from and to ``elem``; ``model`` itself when none does or when type
+    inference fails."""
+    if not _mentions(model, elem):
         return model
     widened = _inline_foreign_functions(model)
     try:
         types = _value_types(widened)
     except onnx.shape_inference.InferenceError:
         return model  # one that ONNX Runtime refuses too, naming the error
-    return widened if _widen_graph(widened.graph, types, opset, _namer(widened)) else model
+    changed = _widen_graph(widened.graph, types, namer(widened), elem, lambda node: needs(node, types))
+    return widened if changed else model

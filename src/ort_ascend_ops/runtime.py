@@ -15,7 +15,7 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
 
-from .bfloat16 import widen_bfloat16
+from .bfloat16 import widen_bfloat16, widen_float16_products
 from .cann_ep import for_cann_ep
 from .domain import DOMAIN
 from .opschema import bind_types, load_op_specs
@@ -190,7 +190,8 @@ def make_session(
     with any ``providers``: the CANN EP takes no bfloat16 standard op either, and such a node
     left to the CPU would fail the session. Our nodes keep bfloat16 (the NPU's aclnn kernels run
     it). With the CANN EP among ``providers``, the graph steers clear of its kernels' faults
-    (``cann_ep.for_cann_ep``). Given ``options`` (to profile, say)
+    (``cann_ep.for_cann_ep``); without it float16 MatMuls compute in float32, whose result does
+    not change with the thread count (``widen_float16_products``). Given ``options`` (to profile, say)
     get the library too unless ``native=False`` (``with_library``), and ``threads`` if given."""
     options = _configured(ort.SessionOptions() if options is None else options, threads, native)
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
@@ -198,6 +199,8 @@ def make_session(
     runnable = widen_bfloat16(loaded)
     if any((p if isinstance(p, str) else p[0]) == CANN_EP for p in providers):
         runnable = for_cann_ep(runnable)
+    else:
+        runnable = widen_float16_products(runnable)
     if runnable is loaded:
         source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     else:

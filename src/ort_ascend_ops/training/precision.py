@@ -16,11 +16,12 @@ three computes in float32, which every graph of float32 ops accepts."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 
 import onnx
 from onnx import TensorProto, helper
 
+from ..bfloat16 import namer, node_graphs
 from ..domain import DOMAIN
 from ..opschema import load_op_specs, register_schemas
 
@@ -136,17 +137,12 @@ def _our_low_inputs(op_type: str, low: int) -> tuple[tuple[int, ...], tuple[int,
     )
 
 
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attr in node.attribute:
-        yield from [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs
-
-
 def _outer_names(graph: onnx.GraphProto) -> set[str]:
     """The names ``graph`` (and its subgraphs) read from enclosing scopes."""
     local = {v.name for v in [*graph.input, *graph.initializer]} | {o for n in graph.node for o in n.output}
     read = {i for n in graph.node for i in n.input if i}
     for node in graph.node:
-        for sub in _subgraphs(node):
+        for sub in node_graphs(node):
             read |= _outer_names(sub)
     return read - local
 
@@ -154,7 +150,7 @@ def _outer_names(graph: onnx.GraphProto) -> set[str]:
 def _rename_outer(graph: onnx.GraphProto, renamed: dict[str, str]) -> None:
     for node in graph.node:
         node.input[:] = [renamed.get(i, i) for i in node.input]
-        for sub in _subgraphs(node):
+        for sub in node_graphs(node):
             _rename_outer(sub, renamed)
 
 
@@ -186,19 +182,9 @@ class _Rewriter:
             for name in node.input:
                 self.readers.setdefault(name, []).append(node)
         self.producer: dict[str, str] = {}
-        self.used = {v.name for v in [*graph.input, *graph.initializer]} | {
-            x for n in graph.node for x in (n.name, *n.input, *n.output)
-        }
+        self.fresh = namer(model)
         self.casts: dict[tuple[str, int], str] = {}
         self.nodes: list[onnx.NodeProto] = []
-
-    def fresh(self, name: str) -> str:
-        candidate, count = name, 0
-        while candidate in self.used:
-            count += 1
-            candidate = f"{name}_{count}"
-        self.used.add(candidate)
-        return candidate
 
     def is_float(self, name: str) -> bool:
         return bool(name) and self.types.get(name) in (FLOAT, self.low)
@@ -285,11 +271,11 @@ class _Rewriter:
         else:  # FLOAT32, and any op the table does not name
             self._set_inputs(node, range(len(node.input)), FLOAT)
             outer = [
-                n for sub in _subgraphs(node) for n in _outer_names(sub) if self.types.get(n) == self.low
+                n for sub in node_graphs(node) for n in _outer_names(sub) if self.types.get(n) == self.low
             ]
             if outer:
                 renamed = {n: self.cast(n, FLOAT) for n in outer}
-                for sub in _subgraphs(node):
+                for sub in node_graphs(node):
                     _rename_outer(sub, renamed)
         for output in node.output:
             self.producer[output] = node.op_type
@@ -298,15 +284,16 @@ class _Rewriter:
 
 def autocast(model: onnx.ModelProto, precision: str, parameters: Collection[str]) -> onnx.ModelProto:
     """A copy of the float32 forward ``model`` computing as ``torch.autocast`` does at
-    ``precision`` (see the module's doc); ``parameters`` (float32 master weights) are cast where
-    an op reads them in the low type, once each. Graph outputs keep their declared types."""
+    ``precision`` (see the module's doc), ``model`` itself at fp32; ``parameters`` (float32
+    master weights) are cast where an op reads them in the low type, once each. Graph outputs
+    keep their declared types."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
     low = PRECISIONS[precision]
+    if low == FLOAT:
+        return model  # no copy of the weights for nothing
     result = onnx.ModelProto()
     result.CopyFrom(model)
-    if low == FLOAT:
-        return result
     graph = result.graph
     rewriter = _Rewriter(result, low, parameters)
     for node in graph.node:

@@ -171,7 +171,9 @@ def overflow_inputs():
     )
 
 
-def test_overflowing_steps_are_skipped_as_grad_scaler_skips(tmp_path):
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_overflowing_steps_are_skipped_as_grad_scaler_skips(tmp_path, native, threads):
     from ort_ascend_ops.training import export_torch
 
     x, target = overflow_inputs()
@@ -194,7 +196,7 @@ def test_overflowing_steps_are_skipped_as_grad_scaler_skips(tmp_path):
         exported, optimizer=AdamW(lr=LR), artifact_directory=tmp_path, precision="fp16-mixed"
     )
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state)
+    module = Module(paths["training"], state, native=native, threads=threads)
     optimizer = Optimizer(paths["optimizer"], module)
     before = {n: p.data for n, p in state.parameters.items()}
     scales = []

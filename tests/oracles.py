@@ -355,6 +355,28 @@ def adam_w_inputs(rng, shape, tp, t, step=3, lr=1e-2):
     }
 
 
+UNSCALE_TYPES = [F32, F16, BF16]
+
+
+def unscale_oracle(scaled_grads, found_inf, inv_scale):
+    """GradScaler.unscale_: the product in float64 rounded to the gradients' type, and the flag,
+    1.0 where a gradient is an inf or a NaN, found_inf otherwise."""
+    product = scaled_grads.astype(np.float64) * np.float64(inv_scale.reshape(()))
+    bad = not np.all(np.isfinite(scaled_grads.astype(np.float64)))
+    return product, np.full(found_inf.shape, 1.0) if bad else found_inf.astype(np.float64)
+
+
+def unscale_inputs(rng, shape, t, found=0.0, scale=1024.0, poison=None):
+    """Gradients of a loss scaled by ``scale`` (float16's range kept), the flag so far and a
+    scale's inverse; ``poison`` (an inf or a NaN) put at one random element."""
+    grads = np.asarray(rng.standard_normal(shape) * scale).astype(t)  # a 0-d array for shape ()
+    if poison is not None and grads.size:
+        grads.reshape(-1)[rng.integers(grads.size)] = poison
+    # Not a power of two, so that the product rounds.
+    inv = np.array([rng.uniform(0.5, 2.0) / scale], np.float32)
+    return {"scaled_grads": grads, "found_inf": np.array([found], np.float32), "inv_scale": inv}
+
+
 FA_LAYOUTS = ["BSND", "BNSD", "BSH", "SBH", "TND"]
 
 

@@ -23,8 +23,9 @@ WIDTHS = {
     "flash_attention_score_grad": {(128, 136)},
 }
 QUICK = {(4096, 4160), (128, 136)}
-# ApplyAdamW walks its tensors as one flat array: no row width to fall off a cliff.
-FLAT = {"apply_adam_w"}
+# ApplyAdamW and NonFiniteCheckAndUnscale walk their tensors as one flat array: no row width to
+# fall off a cliff.
+FLAT = {"apply_adam_w", "non_finite_check_and_unscale"}
 
 
 @pytest.fixture

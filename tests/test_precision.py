@@ -218,6 +218,36 @@ def test_overflowing_steps_are_skipped_as_grad_scaler_skips(tmp_path, native, th
     assert Optimizer(paths["optimizer"], Module(paths["training"], loaded)).get_loss_scale() == 8192.0
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+@pytest.mark.parametrize("micro_batches", ["finite-finite", "finite-overflow", "overflow-finite"])
+def test_the_inf_test_is_one_pass_over_one_buffer_across_micro_batches(tmp_path, native, micro_batches):
+    """Every gradient lies in one buffer, which one NonFiniteCheckAndUnscale node tests and
+    unscales per micro-batch; one overflowing micro-batch of an accumulated step skips it, in
+    either order, as GradScaler's found_inf does."""
+    from ort_ascend_ops.training import export_torch
+
+    x, target = overflow_inputs()
+    finite = x / 1e4  # |x @ w| ~ 100: no float16 overflow
+    exported = export_torch(Overflowing(), (torch.from_numpy(x), torch.from_numpy(target)))
+    paths = generate_artifacts(
+        exported, optimizer=AdamW(lr=LR), artifact_directory=tmp_path, precision="fp16-mixed"
+    )
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    # A scale at which the finite micro-batch's scaled gradients stay within float16 (~3e4).
+    module = Module(paths["training"], state, native=native, loss_scaling=LossScaling(init_scale=1024.0))
+    optimizer = Optimizer(paths["optimizer"], module)
+    for kind in micro_batches.split("-"):
+        module(finite if kind == "finite" else x, target)
+    assert optimizer.step() is (micro_batches == "finite-finite")
+    assert optimizer.get_loss_scale() == (1024.0 if micro_batches == "finite-finite" else 512.0)
+
+    grads = {n: p._grad for n, p in state.parameters.items() if p.requires_grad}
+    (buffer,) = module._grads.flat  # one element type, one buffer
+    begin, end = buffer.data_ptr(), buffer.data_ptr() + 4 * int(np.prod(buffer.shape()))
+    assert len(grads) == 2 and all(begin <= g.data_ptr() < end for g in grads.values())
+    assert [i.name for i in module._unscaler.get_inputs()] == ["inv_scale", "found_before", "g0"]
+
+
 def test_scale_grows_after_the_interval_as_grad_scaler(artifacts, tmp_path):
     options = {"init_scale": 4.0, "growth_interval": 2}
     _, _, torch_scales = torch_run("fp16-mixed", options)

@@ -13,6 +13,7 @@ typedef void* aclrtStream;
 typedef struct aclTensor aclTensor;
 typedef struct aclOpExecutor aclOpExecutor;
 typedef struct aclIntArray aclIntArray;
+typedef struct aclTensorList aclTensorList;
 
 typedef enum {
   ACL_DT_UNDEFINED = -1,
@@ -67,6 +68,9 @@ using DestroyTensor = aclnnStatus (*)(const aclTensor* tensor);
 using DestroyExecutor = aclnnStatus (*)(aclOpExecutor* executor);
 using CreateIntArray = aclIntArray* (*)(const int64_t* value, uint64_t size);
 using DestroyIntArray = aclnnStatus (*)(const aclIntArray* array);
+// A list owns its tensors: destroying it destroys them.
+using CreateTensorList = aclTensorList* (*)(const aclTensor* const* value, uint64_t size);
+using DestroyTensorList = aclnnStatus (*)(const aclTensorList* array);
 
 // libascendcl / libacl_rt
 using GetRecentErrMsg = const char* (*)();
@@ -118,6 +122,10 @@ using ApplyAdamWPrepare = aclnnStatus (*)(aclTensor* var_ref, aclTensor* m_ref, 
                                           const aclTensor* step, float lr, float beta1, float beta2,
                                           float weight_decay, float eps, bool amsgrad, bool maximize,
                                           uint64_t* workspace_size, aclOpExecutor** executor);
+
+using ForeachNonFiniteCheckAndUnscalePrepare = aclnnStatus (*)(const aclTensorList* scaled_grads,
+                                                                const aclTensor* found_inf, const aclTensor* inv_scale,
+                                                                uint64_t* workspace_size, aclOpExecutor** executor);
 
 // aclnnFlashAttentionScore(Grad): realShift / pse, dropMask, paddingMask and prefix are passed NULL.
 using FlashAttentionScorePrepare = aclnnStatus (*)(

@@ -1,5 +1,6 @@
 #include "aclnn/call.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace oao {
@@ -96,6 +97,7 @@ AclnnCall::~AclnnCall() {
   if (copies_unlaunched_) static_cast<void>(synchronize_stream_(stream_));
   for (aclTensor* tensor : tensors_) destroy_tensor_(tensor);
   for (aclIntArray* array : int_arrays_) destroy_int_array_(array);
+  for (aclTensorList* list : tensor_lists_) destroy_tensor_list_(list);
 }
 
 const aclTensor* AclnnCall::tensor(const void* data, const Shape& shape, aclDataType type) {
@@ -124,6 +126,21 @@ const aclIntArray* AclnnCall::int_array(const std::vector<int64_t>& values) {
   }
   int_arrays_.push_back(array);
   return array;
+}
+
+const aclTensorList* AclnnCall::tensor_list(std::initializer_list<const aclTensor*> tensors) {
+  const auto create = cann_.base<acl::CreateTensorList>("aclCreateTensorList");
+  if (destroy_tensor_list_ == nullptr)
+    destroy_tensor_list_ = cann_.base<acl::DestroyTensorList>("aclDestroyTensorList");
+  tensor_lists_.reserve(tensor_lists_.size() + 1);  // so that push_back cannot throw and leak the list
+  aclTensorList* list = create(tensors.begin(), tensors.size());
+  if (list == nullptr) {
+    throw std::runtime_error("aclCreateTensorList refused a list of " + std::to_string(tensors.size()) + " tensors");
+  }
+  tensor_lists_.push_back(list);
+  // The list destroys them now: destroyed again with the call's tensors, they would be freed twice.
+  for (const aclTensor* tensor : tensors) tensors_.erase(std::remove(tensors_.begin(), tensors_.end(), tensor), tensors_.end());
+  return list;
 }
 
 void* AclnnCall::scratch(size_t bytes) {

@@ -3,6 +3,7 @@
 // ORT statuses. Every object a call creates is released on every path.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ class AclnnCall {
   // A host aclIntArray holding `values` (the vendor copies them in the first phase), destroyed
   // with the call's tensors.
   const aclIntArray* int_array(const std::vector<int64_t>& values);
+
+  // An aclTensorList of `tensors` (made by `tensor`), which then owns them: destroyed with it.
+  const aclTensorList* tensor_list(std::initializer_list<const aclTensor*> tensors);
 
   // Device memory from the EP's allocator that lives as long as the call, for outputs aclnn
   // writes but the node does not take.
@@ -110,6 +114,8 @@ class AclnnCall {
   // Resolved on the first int_array (few ops take one), before any is created.
   acl::DestroyIntArray destroy_int_array_ = nullptr;
   std::vector<aclIntArray*> int_arrays_;
+  acl::DestroyTensorList destroy_tensor_list_ = nullptr;  // as destroy_int_array_
+  std::vector<aclTensorList*> tensor_lists_;
   std::vector<std::unique_ptr<DeviceBuffer>> scratch_;
 };
 

@@ -27,6 +27,11 @@ struct aclIntArray {
   std::vector<int64_t> values;
 };
 
+// Owns its tensors: aclDestroyTensorList destroys them.
+struct aclTensorList {
+  std::vector<const aclTensor*> tensors;
+};
+
 struct aclOpExecutor {
   std::string launch_symbol;  // the only second phase that may run it
   uint64_t workspace_size;
@@ -37,7 +42,7 @@ struct aclOpExecutor {
 
 namespace aclemu {
 
-enum class Kind { kTensor, kExecutor, kIntArray };
+enum class Kind { kTensor, kExecutor, kIntArray, kTensorList };
 
 // Bytes of (emulated) device or host memory a piece of stream work touches.
 struct Range {

@@ -1,4 +1,4 @@
-// libnnopbase.so: tensor and int-array descriptors and the explicit executor destroy.
+// libnnopbase.so: tensor, tensor-list and int-array descriptors and the explicit executor destroy.
 #include <memory>
 #include <type_traits>
 
@@ -90,6 +90,40 @@ ACLEMU_API aclnnStatus aclDestroyIntArray(const aclIntArray* array) {
   return kSuccess;
 }
 
+// The list takes the tensors: they must be live, and each in one list at most is the caller's
+// business, as on the vendor's runtime.
+ACLEMU_API aclTensorList* aclCreateTensorList(const aclTensor* const* value, uint64_t size) {
+  if (hooks().enter("aclCreateTensorList") != 0) return nullptr;
+  if (size > 0 && value == nullptr) {
+    hooks().set_error("aclCreateTensorList: value is NULL");
+    return nullptr;
+  }
+  for (uint64_t i = 0; i < size; ++i) {
+    if (!hooks().is_live(Kind::kTensor, value[i])) {
+      hooks().set_error("aclCreateTensorList: value[" + std::to_string(i) + "] is not a live aclTensor");
+      return nullptr;
+    }
+  }
+  auto* list = new aclTensorList{{value, value + size}};
+  hooks().add_live(Kind::kTensorList, list);
+  return list;
+}
+
+ACLEMU_API aclnnStatus aclDestroyTensorList(const aclTensorList* array) {
+  if (aclnnStatus injected = hooks().enter("aclDestroyTensorList")) return injected;
+  if (array == nullptr) return kSuccess;
+  if (!hooks().remove_live(Kind::kTensorList, array)) {
+    hooks().set_error("aclDestroyTensorList: not a live aclTensorList (destroyed twice?)");
+    return kErrParamInvalid;
+  }
+  aclnnStatus status = kSuccess;
+  for (const aclTensor* tensor : array->tensors) {
+    if (const aclnnStatus code = aclDestroyTensor(tensor); code != kSuccess) status = code;
+  }
+  delete array;
+  return status;
+}
+
 // For an executor whose second phase never ran; the second phase frees its own.
 ACLEMU_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
   if (aclnnStatus injected = hooks().enter("aclDestroyAclOpExecutor")) return injected;
@@ -109,4 +143,6 @@ static_assert(std::is_same_v<decltype(&aclCreateTensor), oao::acl::CreateTensor>
 static_assert(std::is_same_v<decltype(&aclDestroyTensor), oao::acl::DestroyTensor>);
 static_assert(std::is_same_v<decltype(&aclCreateIntArray), oao::acl::CreateIntArray>);
 static_assert(std::is_same_v<decltype(&aclDestroyIntArray), oao::acl::DestroyIntArray>);
+static_assert(std::is_same_v<decltype(&aclCreateTensorList), oao::acl::CreateTensorList>);
+static_assert(std::is_same_v<decltype(&aclDestroyTensorList), oao::acl::DestroyTensorList>);
 static_assert(std::is_same_v<decltype(&aclDestroyAclOpExecutor), oao::acl::DestroyExecutor>);

@@ -185,10 +185,12 @@ ACLEMU_API int64_t aclemu_calls_from(const char* symbol, const char* library) {
   return total;
 }
 
-// aclIntArrays count with the aclTensors: both are descriptors the caller must destroy.
+// aclIntArrays and aclTensorLists count with the aclTensors: all are descriptors the caller must
+// destroy.
 ACLEMU_API int64_t aclemu_live_tensors(void) {
   std::lock_guard<std::mutex> lock(state().mu);
-  return static_cast<int64_t>(live(aclemu::Kind::kTensor).size() + live(aclemu::Kind::kIntArray).size());
+  return static_cast<int64_t>(live(aclemu::Kind::kTensor).size() + live(aclemu::Kind::kIntArray).size() +
+                              live(aclemu::Kind::kTensorList).size());
 }
 
 ACLEMU_API int64_t aclemu_live_executors(void) {

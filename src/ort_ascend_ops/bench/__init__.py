@@ -9,6 +9,7 @@ from . import (
     flash_attention_score_grad,
     lightning_indexer,
     lightning_indexer_grad,
+    non_finite_check_and_unscale,
     rms_norm,
     rms_norm_grad,
     rotary_position_embedding,
@@ -27,6 +28,7 @@ BENCHES = {
     "apply_adam_w": apply_adam_w,
     "flash_attention_score": flash_attention_score,
     "flash_attention_score_grad": flash_attention_score_grad,
+    "non_finite_check_and_unscale": non_finite_check_and_unscale,
 }
 # Short names for the command line.
 ALIASES = {
@@ -36,6 +38,7 @@ ALIASES = {
     "indexer_grad": "lightning_indexer_grad",
     "flash_attention": "flash_attention_score",
     "flash_attention_grad": "flash_attention_score_grad",
+    "unscale": "non_finite_check_and_unscale",
 }
 # Across the ops rather than one of them: the power-of-two pairs of cliffs.py, after the ops' cases.
 CLIFFS = "cliffs"

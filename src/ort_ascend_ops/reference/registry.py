@@ -14,6 +14,7 @@ from . import (
     lightning_indexer,
     lightning_indexer_grad,
     lightning_indexer_rules,
+    non_finite_check_and_unscale_rules,
     rotary_position_embedding_grad,
 )
 from .apply_adam_w import ApplyAdamW
@@ -23,6 +24,7 @@ from .flash_attention_score_mask import AttentionAllowed
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
 from .lightning_indexer_tokens import IndexerTokens
+from .non_finite_check_and_unscale import NonFiniteCheckAndUnscale
 from .rms_norm import RmsNorm
 from .rms_norm_grad import RmsNormGrad
 from .rms_norm_rules import NormRules
@@ -45,6 +47,7 @@ FUNCTIONS: dict[str, OnnxFunction] = {
         ApplyAdamW,
         FlashAttentionScore,
         FlashAttentionScoreGrad,
+        NonFiniteCheckAndUnscale,
     )
 }
 
@@ -91,6 +94,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     IndexerGradRows,
     apply_adam_w_rules.AdamWRules,
     apply_adam_w_rules.TorchDecimal,
+    non_finite_check_and_unscale_rules.UnscaleRules,
     flash_attention_score_layout.AttentionLayout,
     flash_attention_score_layout.AttentionViews,
     flash_attention_score_layout.AttentionShape,

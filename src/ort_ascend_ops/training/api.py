@@ -30,8 +30,10 @@ from ..runtime import (
     session_options,
 )
 from .artifacts import pruned
+from .buffers import Buffers
 from .checkpoint import Contents, check_property, read, write
 from .optim import (
+    FOUND_BEFORE,
     FOUND_INF,
     INV_SCALE,
     LEARNING_RATE,
@@ -265,7 +267,7 @@ class _Program:
 
 
 def _accumulation_model(types: Sequence[onnx.TypeProto]) -> onnx.ModelProto:
-    """a_i + b_i for every gradient: the accumulation of one micro-batch's gradients."""
+    """a_i + b_i for every gradient buffer: the accumulation of one micro-batch's gradients."""
     nodes, inputs, outputs = [], [], []
     for i, value_type in enumerate(types):
         nodes.append(helper.make_node("Add", [f"a{i}", f"b{i}"], [f"sum{i}"]))
@@ -317,7 +319,10 @@ class Module:
         self._training = True
         self._reset_pending = True
         self._adder: ort.InferenceSession | None = None
-        self._scratch: dict[str, ort.OrtValue] = {}
+        # The gradients, and the next micro-batch's while they accumulate: made on the first
+        # training call, each a Buffers of one buffer per element type.
+        self._grads: Buffers | None = None
+        self._scratch: Buffers | None = None
         self._clippers: dict[tuple, ort.InferenceSession] = {}  # clip_grad_norm_'s sessions
         self._scaling = None
         if self._train.scaled:
@@ -372,53 +377,60 @@ class Module:
             program.session.run_with_iobinding(binding)
             return program.results(binding)
         accumulate = not self._reset_pending
-        targets = {}
+        if self._grads is None:
+            values = {p: self._state.parameters[p]._value for p in program.grads}
+            self._grads = Buffers(values)
+            for p, view in self._grads.views.items():
+                self._state.parameters[p]._grad = view
+        if accumulate and self._scratch is None:
+            self._scratch = Buffers(self._grads.views)
+        targets = self._scratch if accumulate else self._grads
+        assert targets is not None
         for p, grad in program.grads.items():
-            parameter = self._state.parameters[p]
-            if parameter._grad is None:
-                parameter._grad = _zeros_like(parameter._value)
-            targets[p] = self._scratch_of(p) if accumulate else parameter._grad
-            binding.bind_ortvalue_output(grad, targets[p])
+            binding.bind_ortvalue_output(grad, targets.views[p])
         if program.scaled:
             assert self._state._loss_scale is not None  # set with the module's loss scaling
             scale = np.array(self._state._loss_scale["scale"], np.float32)
             binding.bind_ortvalue_input(LOSS_SCALE, ortvalue_copy(scale))
         program.session.run_with_iobinding(binding)
         if program.scaled:
-            found = self._unscale(targets, 1.0 / float(scale))
-            self._found_inf = found or (accumulate and self._found_inf)
+            self._found_inf = self._unscale(targets, 1.0 / float(scale), accumulate and self._found_inf)
         if accumulate:
-            self._accumulate(list(program.grads))
+            self._accumulate()
         self._reset_pending = False
         return program.results(binding)
 
-    def _unscale(self, grads: dict[str, ort.OrtValue], inv_scale: float) -> bool:
-        """Divides each of ``grads`` by the loss scale in its own buffer; whether any overflowed."""
+    def _unscale(self, grads: Buffers, inv_scale: float, found_before: bool) -> bool:
+        """Divides every gradient by the loss scale where it lies, one node per gradient buffer;
+        whether any overflowed, or ``found_before``."""
+        if not grads.flat:
+            return found_before
         if self._unscaler is None:
-            model = unscale_model(_float_types(grads.values()))
-            self._unscaler = _session(model, self._threads, False, self._options)
-        return bool(_rewrite_gradients(self._unscaler, (INV_SCALE, inv_scale), FOUND_INF, "unscaled", grads))
+            types = [helper.make_tensor_type_proto(_elem_type(g), g.shape()) for g in grads.flat]
+            self._unscaler = _session(unscale_model(types), self._threads, self._native, self._options)
+        binding = self._unscaler.io_binding()
+        binding.bind_ortvalue_input(INV_SCALE, ortvalue_copy(np.array([inv_scale], np.float32)))
+        binding.bind_ortvalue_input(FOUND_BEFORE, ortvalue_copy(np.array([float(found_before)], np.float32)))
+        binding.bind_output(FOUND_INF)
+        for i, flat in enumerate(grads.flat):
+            binding.bind_ortvalue_input(f"g{i}", flat)
+            binding.bind_ortvalue_output(f"unscaled{i}", flat)
+        self._unscaler.run_with_iobinding(binding)
+        return bool(binding.get_outputs()[0].numpy()[0])
 
-    def _scratch_of(self, name: str) -> ort.OrtValue:
-        if name not in self._scratch:
-            self._scratch[name] = _zeros_like(self._state.parameters[name]._value)
-        return self._scratch[name]
-
-    def _accumulate(self, names: list[str]) -> None:
-        parameters = self._state.parameters
+    def _accumulate(self) -> None:
+        """Adds the micro-batch's gradients to the others: the scratch buffers are laid out as the
+        gradients' (made from them), so one elementwise Add per buffer, written where it reads
+        (as SGD's update does: optim.py's doc)."""
+        assert self._grads is not None and self._scratch is not None
         if self._adder is None:
-            types = [
-                helper.make_tensor_type_proto(_elem_type(parameters[n]._value), parameters[n]._value.shape())
-                for n in names
-            ]
+            types = [helper.make_tensor_type_proto(_elem_type(g), g.shape()) for g in self._grads.flat]
             self._adder = _session(_accumulation_model(types), self._threads, False, self._options)
-        # Each sum written into the gradient's own buffer: one elementwise Add per gradient reads
-        # its operands where it writes (as SGD's update does: optim.py's doc).
         binding = self._adder.io_binding()
-        for i, name in enumerate(names):
-            binding.bind_ortvalue_input(f"a{i}", parameters[name]._grad)
-            binding.bind_ortvalue_input(f"b{i}", self._scratch[name])
-            binding.bind_ortvalue_output(f"sum{i}", parameters[name]._grad)
+        for i, (grads, scratch) in enumerate(zip(self._grads.flat, self._scratch.flat, strict=True)):
+            binding.bind_ortvalue_input(f"a{i}", grads)
+            binding.bind_ortvalue_input(f"b{i}", scratch)
+            binding.bind_ortvalue_output(f"sum{i}", grads)
         self._adder.run_with_iobinding(binding)
 
     def export_model_for_inferencing(self, inference_model_uri, graph_output_names: Sequence[str]) -> None:
@@ -631,7 +643,7 @@ def _rewrite_gradients(
     rewritten: str,
     grads: dict[str, ort.OrtValue],
 ) -> np.ndarray:
-    """Runs one of optim's models over the gradients (``clip_model``, ``unscale_model``): its
+    """Runs one of optim's models over the gradients (``clip_model``): its
     float32 scalar input, each gradient as ``g<i>`` and written back into its own buffer as
     ``<rewritten><i>``; returns its output ``result``."""
     binding = session.io_binding()

@@ -271,29 +271,32 @@ def clip_model(types: list[onnx.TypeProto], norm_type: float) -> onnx.ModelProto
     return model
 
 
-INV_SCALE, FOUND_INF = "inv_scale", "found_inf"
+INV_SCALE, FOUND_INF, FOUND_BEFORE = "inv_scale", "found_inf", "found_before"
 
 
 def unscale_model(types: list[onnx.TypeProto]) -> onnx.ModelProto:
-    """``torch.amp.GradScaler.unscale_`` over gradients ``g0, g1, ...`` of ``types`` (float32):
-    each times ``inv_scale`` as ``unscaled<i>`` (elementwise: may be bound to ``g<i>``'s
-    buffer), and ``found_inf``, whether any of them holds an inf or a NaN. The test reads one sum
-    per gradient, of the unscaled values: a sum is finite exactly when its terms are (float32
-    cannot overflow on sums of float16 gradients, whose magnitudes stay below 65504 times the
-    scale's inverse)."""
-    b = _Builder()
+    """``torch.amp.GradScaler.unscale_`` over gradient buffers ``g0, g1, ...`` of ``types`` (one
+    per element type, each holding every gradient of its type): one ``NonFiniteCheckAndUnscale``
+    per buffer, each times ``inv_scale`` as ``unscaled<i>`` (may be bound to ``g<i>``'s buffer),
+    the flags chained from ``found_before`` (float32, 0 or 1) to ``found_inf``, 1.0 where any
+    gradient holds an inf or a NaN."""
     f32 = TensorProto.FLOAT
-    inputs = [helper.make_value_info(INV_SCALE, helper.make_tensor_type_proto(f32, []))]
+    one = helper.make_tensor_type_proto(f32, [1])
+    inputs = [helper.make_value_info(INV_SCALE, one), helper.make_value_info(FOUND_BEFORE, one)]
     inputs += [helper.make_value_info(f"g{i}", t) for i, t in enumerate(types)]
-    outputs = [helper.make_value_info(FOUND_INF, helper.make_tensor_type_proto(TensorProto.BOOL, []))]
-    sums = []
+    outputs = [helper.make_value_info(FOUND_INF, one)]
+    nodes, found = [], FOUND_BEFORE
     for i, t in enumerate(types):
-        b.nodes.append(helper.make_node("Mul", [f"g{i}", INV_SCALE], [f"unscaled{i}"]))
+        after = FOUND_INF if i == len(types) - 1 else f"found{i}"
+        node = helper.make_node(
+            "NonFiniteCheckAndUnscale", [f"g{i}", found, INV_SCALE], [f"unscaled{i}", after]
+        )
+        node.domain = DOMAIN
+        nodes.append(node)
         outputs.append(helper.make_value_info(f"unscaled{i}", t))
-        sums.append(b.op("ReduceSum", f"unscaled{i}", keepdims=0))
-    total = b.op("Sum", *sums)
-    b.nodes.append(helper.make_node("Or", [b.op("IsInf", total), b.op("IsNaN", total)], [FOUND_INF]))
-    graph = helper.make_graph(b.nodes, "unscale", inputs, outputs)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=10)
+        found = after
+    graph = helper.make_graph(nodes, "unscale", inputs, outputs)
+    opsets = [helper.make_opsetid("", _OPSET), helper.make_opsetid(DOMAIN, VERSION)]
+    model = attach_functions(helper.make_model(graph, opset_imports=opsets, ir_version=10))
     onnx.checker.check_model(model, full_check=True)
     return model

@@ -1,0 +1,41 @@
+#include "aclnn/call.h"
+#include "aclnn/non_finite_check_and_unscale_limits.h"
+#include "ort/non_finite_check_and_unscale_signatures.h"
+#include "ort/ops.h"
+
+namespace oao {
+
+namespace {
+
+template <class T>
+struct NonFiniteCheckAndUnscaleAclnn : AclnnKernel<NonFiniteCheckAndUnscaleSignature<T>> {
+  using AclnnKernel<NonFiniteCheckAndUnscaleSignature<T>>::AclnnKernel;
+  using typename AclnnKernel<NonFiniteCheckAndUnscaleSignature<T>>::Args;
+  Ort::Status run(const Io& io, const Args& a) const {
+    AclnnCall call(this->kName, io, this->allocator.get());
+    const Shape& shape = a.grads.shape;
+    if (auto status = check_non_finite_check_and_unscale_product(this->kName, call.cann().family(), shape);
+        !status.IsOK())
+      return status;
+    // aclnn updates scaledGrads and foundInf in place: the outputs, holding the inputs' values
+    // (the gradients already where ORT made the output their buffer; the flag from the host).
+    void* grads = io.output<T>(0, shape);
+    float* found = io.output<float>(1, a.found_inf_shape);
+    call.copy_on_stream(found, call.to_device(&a.found_inf, sizeof(float)), sizeof(float));
+    const int64_t count = element_count(shape);
+    if (count == 0) return Ort::Status(nullptr);  // the vendor refuses empty tensors; the flag stands
+    call.copy_on_stream(grads, a.grads.data, static_cast<size_t>(count) * sizeof(T));
+    const aclTensor* inv_scale = call.tensor(call.to_device(&a.inv_scale, sizeof(float)), {1}, ACL_FLOAT);
+    return call.run<acl::ForeachNonFiniteCheckAndUnscalePrepare>(
+        "aclnnForeachNonFiniteCheckAndUnscale", call.tensor_list({call.tensor(grads, shape, acl_type<T>())}),
+        call.tensor(found, {1}, ACL_FLOAT), inv_scale);
+  }
+};
+
+}  // namespace
+
+void add_non_finite_check_and_unscale_aclnn(OpList& ops) {
+  add_float_types<NonFiniteCheckAndUnscaleAclnn>(ops, kAclnnEp);
+}
+
+}  // namespace oao

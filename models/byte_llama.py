@@ -2,7 +2,7 @@
 beside this script, as ``export_torch`` gives it: ``input_ids`` and ``labels`` in (batch and
 sequence dynamic), ``loss`` and ``logits`` out, opset 23, every parameter an initializer named by
 its ``state_dict`` key and initialised from seed 0; the exporter's per-node debug metadata
-(source lines) is dropped. The demo trains it on ``ByteCorpus.python_stdlib()``. Needs the
+(source lines) is dropped. The demo trains it on ``Corpus.python_stdlib()``. Needs the
 ``[torch]`` extra; run ``python models/byte_llama.py`` after changing the model's ``CONFIG``."""
 
 from __future__ import annotations

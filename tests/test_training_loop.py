@@ -16,7 +16,7 @@ from model_oracles import relative_error
 from ort_ascend_ops.examples import byte_llama
 from ort_ascend_ops.training.api import CheckpointState, LinearLRScheduler, Module, Optimizer
 from ort_ascend_ops.training.artifacts import generate_artifacts
-from ort_ascend_ops.training.data import ByteCorpus
+from ort_ascend_ops.training.data import Corpus
 from ort_ascend_ops.training.optim import AdamW
 
 STEPS = 20
@@ -40,7 +40,7 @@ RUN = [
 
 @pytest.fixture(scope="module")
 def corpus():
-    return ByteCorpus.python_stdlib()
+    return Corpus.python_stdlib()
 
 
 def test_training_equals_pytorch_on_the_same_batches(corpus, tmp_path):

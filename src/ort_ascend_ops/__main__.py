@@ -80,15 +80,10 @@ def _demo(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .training.data import ByteCorpus
-    from .training.loop import Settings, SettingsError, train
+    from .training import hf_dir
+    from .training.data import Corpus
+    from .training.loop import Settings, SettingsError, summary, train
 
-    try:
-        corpus = ByteCorpus.from_paths(args.data) if args.data else ByteCorpus.python_stdlib()
-    except ValueError as error:
-        print(f"train: {error}", file=sys.stderr)
-        return 2
-    print(f"data: {corpus.describe()}")
     try:
         settings = Settings(
             steps=args.steps,
@@ -99,20 +94,30 @@ def _train(args: argparse.Namespace) -> int:
             resume=args.resume,
             save_every=args.save_every,
             eval_every=args.eval_every,
+            warmup=args.warmup_steps,
             seed=args.seed,
             threads=args.threads or None,
             precision=args.precision,
             max_grad_norm=args.max_grad_norm,
+            grad_accum=args.grad_accum,
+            lr_scheduler=args.lr_scheduler,
+            weight_decay=args.weight_decay,
         )
-        history = train(args.model, corpus, settings)
-    except SettingsError as error:
+        model = hf_dir.load(args.model) if hf_dir.is_model_directory(args.model) else Path(args.model)
+        tokenizer = getattr(model, "tokenizer", None)
+        corpus = (
+            Corpus.from_paths(args.data, tokenizer=tokenizer)
+            if args.data
+            else Corpus.python_stdlib(tokenizer=tokenizer)
+        )
+        print(f"data: {corpus.describe()}")
+        if not isinstance(model, hf_dir.HfModel) and not model.is_file():
+            raise SettingsError(f"{model}: no such ONNX model or Hugging Face directory")
+        history = train(model, corpus, settings)
+    except (SettingsError, ValueError, OSError) as error:  # hf_dir's and the data's errors are ValueErrors
         print(f"train: {error}", file=sys.stderr)
         return 2
-    if history.rows:
-        first, last = history.rows[0], history.rows[-1]
-        print(
-            f"loss {first['loss']:.4f} (step {first['step']}) -> {last['loss']:.4f} (step {last['step']}); wrote {args.out}"
-        )
+    print(summary(history, settings))
     return 0
 
 
@@ -147,17 +152,32 @@ def main(argv: list[str] | None = None) -> int:
         "train", help="train a language-model export on bytes of text (AdamW, checkpoints, loss curve)"
     )
     train.add_argument(
-        "model", help="ONNX model whose integer inputs take token ids and whose output 'loss' is the loss"
+        "model",
+        help="a Hugging Face causal-LM directory (config.json, safetensors weights, tokenizer files), or an "
+        "ONNX model whose integer inputs take token ids and whose output 'loss' is the loss",
     )
     train.add_argument(
-        "--data", nargs="+", help="text files or folders (default: this Python's standard library sources)"
+        "--data",
+        nargs="+",
+        help="text files, .jsonl files (a 'text' field per line), folders, globs, or a datasets save_to_disk "
+        "folder (default: this Python's standard library sources)",
     )
     train.add_argument(
         "--steps", type=int, default=300, help="total optimizer steps (a resumed run included)"
     )
     train.add_argument("--batch", type=int, default=8, help="sequences per step")
-    train.add_argument("--seq", type=int, default=128, help="bytes per sequence")
-    train.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (linear warm-up and decay)")
+    train.add_argument("--seq", type=int, default=128, help="tokens per sequence")
+    train.add_argument(
+        "--grad-accum", type=int, default=1, help="micro-batches of --batch per step, averaged"
+    )
+    train.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, reached after the warm-up")
+    train.add_argument(
+        "--lr-scheduler", default="linear", help="after the warm-up: linear (to 0), cosine (to 0) or constant"
+    )
+    train.add_argument(
+        "--warmup-steps", type=int, default=None, help="linear warm-up steps (default: a tenth)"
+    )
+    train.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's decoupled weight decay")
     train.add_argument("--out", default="train-output", help="folder for artifacts, checkpoint, CSV and PNG")
     train.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
     train.add_argument("--save-every", type=int, default=100, help="checkpoint every this many steps")

@@ -400,7 +400,7 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
     ``lm_steps`` AdamW steps of the language model, ``warmup_steps`` AdamW steps of the DeepSeek
     indexer warm-up, ``steps`` SGD steps of the indexer loss. The defaults are the command line's
     (``python -m ort_ascend_ops demo``)."""
-    from .training.data import ByteCorpus
+    from .training.data import Corpus
     from .training.loop import Settings
 
     start = time.perf_counter()
@@ -418,7 +418,7 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
         seed=seed,
         threads=threads,
     )
-    corpus = ByteCorpus.python_stdlib()
+    corpus = Corpus.python_stdlib()
     sections: list[tuple[str, Callable[[str], tuple[dict, list[str]]]]] = [
         ("byte_llama", lambda folder: _demo_language_model(settings, threads, folder, corpus)),
         ("deepseek_v32", lambda folder: _demo_indexer_warmup(warmup_steps, seed, threads, folder, corpus)),

@@ -152,3 +152,37 @@ def torch_gradients(arch: str, loss: str, size: int, dtype=None) -> dict[str, np
     result = {"loss": value.detach().float().numpy()}
     result |= {name: p.grad.float().numpy() for name, p in model.named_parameters()}
     return result
+
+
+def write_model_directory(
+    directory, texts: list[str], arch: str = "qwen2", *, vocab_size: int = 320, dtype=None, shard_size=None
+):
+    """A tiny causal-LM directory as ``save_pretrained`` writes it, with a byte-level BPE
+    tokenizer trained on ``texts`` by ``tokenizers`` (the Hub is out of reach): GQA, tied
+    embeddings, and q/k/v biases for qwen2. ``dtype`` (a torch dtype): the stored weights' and
+    ``config.json``'s; ``shard_size`` (say "200KB"): sharded safetensors with their index."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator(texts, trainer)
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
+    sizes = SIZES | {"vocab_size": bpe.get_vocab_size(), "tie_word_embeddings": True}
+    configs = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}
+    config = configs[arch](**sizes, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(SEED)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    if dtype is not None:
+        model = model.to(dtype)
+    options = {} if shard_size is None else {"max_shard_size": shard_size}
+    model.save_pretrained(directory, **options)
+    tokenizer.save_pretrained(directory)
+    return model, tokenizer

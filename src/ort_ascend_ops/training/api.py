@@ -400,6 +400,12 @@ class Module:
         self._reset_pending = False
         return program.results(binding)
 
+    def scale_grads(self, factor: float) -> None:
+        """Multiplies every gradient by ``factor`` where it lies (1/N averages N accumulated
+        micro-batches, as transformers' Trainer divides each one's loss by N)."""
+        for array in self._grads.arrays if self._grads is not None else []:
+            np.multiply(array, array.dtype.type(factor), out=array)
+
     def _unscale(self, grads: Buffers, inv_scale: float, found_before: bool) -> bool:
         """Divides every gradient by the loss scale where it lies, one node per gradient buffer;
         whether any overflowed, or ``found_before``."""

@@ -21,11 +21,12 @@ def _dtype(value: ort.OrtValue) -> np.dtype:
 
 class Buffers:
     """Zeroed tensors shaped and typed as ``like``'s values, by name (``views``), laid end to end
-    in one buffer per element type (``flat``, 1-D OrtValues over the same memory, the gaps between
-    views zero)."""
+    in one buffer per element type (``arrays``, and ``flat``, 1-D OrtValues over the same memory;
+    the gaps between views stay zero)."""
 
     def __init__(self, like: dict[str, ort.OrtValue]):
         self.views: dict[str, ort.OrtValue] = {}
+        self.arrays: list[np.ndarray] = []
         self.flat: list[ort.OrtValue] = []
         by_type: dict[np.dtype, list[str]] = {}
         for name, value in like.items():
@@ -38,6 +39,7 @@ class Buffers:
             raw = np.zeros(int(starts[-1]) + step, dtype)
             skip = (-raw.ctypes.data % ALIGN) // dtype.itemsize
             buffer = raw[skip : skip + int(starts[-1])]
+            self.arrays.append(buffer)
             self.flat.append(ortvalue_view(buffer))
             for name, start, size, shape in zip(names, starts[:-1], sizes, shapes, strict=True):
                 self.views[name] = ortvalue_view(buffer[start : start + size].reshape(shape))

@@ -1,14 +1,16 @@
-"""The training loop of ``python -m ort_ascend_ops train`` and of the demo: a language model
-(an ONNX export whose integer inputs all take the token window, as a Hugging Face causal LM's
-``input_ids`` and ``labels`` do) trained on a byte corpus with AdamW and a linear schedule, in
-float32 or mixed precision, gradients clipped to a norm, checkpointed every few steps and on
-Ctrl-C, resumable bit for bit."""
+"""The training loop of ``python -m ort_ascend_ops train`` and of the demo: a language model (an
+ONNX export whose integer inputs all take the token window, as a Hugging Face causal LM's
+``input_ids`` and ``labels`` do, or a Hugging Face directory, exported here and written back at
+the end) trained on a corpus of token ids with AdamW and a warm-up schedule, in float32 or mixed
+precision, gradients accumulated over micro-batches and clipped to a norm, checkpointed every few
+steps and on Ctrl-C, resumable bit for bit."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
 import math
+import resource
 import signal
 import sys
 import time
@@ -18,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .api import CheckpointState, LinearLRScheduler, Module, Optimizer, clip_grad_norm_
+from .api import CheckpointState, Module, Optimizer, clip_grad_norm_
 from .artifacts import artifact_paths, generate_artifacts
-from .data import ByteCorpus
+from .data import Corpus
+from .hf_dir import HfModel
 from .optim import AdamW
 from .precision import LOSS_SCALED, PRECISIONS
 
@@ -29,7 +32,8 @@ LOSSES_CSV = "losses.csv"
 LOSS_CURVE = "loss_curve.png"
 _COLUMNS = ("step", "loss", "eval_loss", "learning_rate", "grad_norm", "loss_scale", "skipped", "seconds")
 # What a run records in its checkpoint and a resume must match.
-_RECORDED = ("precision", "max_grad_norm")
+_RECORDED = ("precision", "max_grad_norm", "grad_accum", "lr_scheduler", "weight_decay")
+SCHEDULERS = ("linear", "cosine", "constant")
 
 
 class SettingsError(ValueError):
@@ -52,8 +56,28 @@ class Settings:
     threads: int | None = None
     precision: str = "fp32"
     max_grad_norm: float = 1.0  # 0: no clipping
+    grad_accum: int = 1  # micro-batches of `batch` sequences per step, their gradients averaged
+    lr_scheduler: str = "linear"  # after the warm-up: linear decay to 0, cosine to 0, or constant
+    weight_decay: float = 0.01  # AdamW's, torch's default
 
     def __post_init__(self):
+        if self.lr_scheduler not in SCHEDULERS:
+            raise SettingsError(
+                f"--lr-scheduler must be one of {', '.join(SCHEDULERS)}, got {self.lr_scheduler!r}"
+            )
+        for option, value in (
+            ("--grad-accum", self.grad_accum),
+            ("--batch", self.batch),
+            ("--seq", self.seq),
+        ):
+            if value < 1:
+                raise SettingsError(f"{option} must be at least 1, got {value}")
+        if not self.weight_decay >= 0:
+            raise SettingsError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if self.warmup is not None and not 0 <= self.warmup <= self.steps:
+            raise SettingsError(
+                f"--warmup-steps must be between 0 and --steps ({self.steps}), got {self.warmup}"
+            )
         if self.precision not in PRECISIONS:
             raise SettingsError(f"--precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if not self.max_grad_norm >= 0:
@@ -64,6 +88,18 @@ class Settings:
     @property
     def warmup_steps(self) -> int:
         return self.steps // 10 if self.warmup is None else self.warmup
+
+    def learning_rate(self, step: int) -> float:
+        """The rate of the step after ``step`` steps: linear warm-up from 0, then the scheduler's
+        curve to the last step (as transformers' get_{linear,cosine,constant}_schedule_with_warmup)."""
+        if step < self.warmup_steps:
+            return self.lr * step / max(1, self.warmup_steps)
+        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
+        if self.lr_scheduler == "constant":
+            return self.lr
+        if self.lr_scheduler == "cosine":
+            return self.lr * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - self.warmup_steps))
 
 
 @dataclass
@@ -135,13 +171,23 @@ class _Progress:
         self.start = time.perf_counter()
 
     def update(
-        self, step: int, loss: float, tokens_per_s: float, eval_loss: float | None, scaling: str = ""
+        self,
+        step: int,
+        loss: float,
+        tokens_per_s: float,
+        eval_loss: float | None,
+        scaling: str = "",
+        learning_rate: float | None = None,
     ) -> None:
         width = 30
         filled = int(width * step / max(self.total, 1))
         bar = "#" * filled + "." * (width - filled)
         evaluated = f"  eval {eval_loss:.4f}" if eval_loss is not None else ""
-        line = f"  [{bar}] {step:>5}/{self.total}  loss {loss:.4f}{evaluated}{scaling}  {tokens_per_s:,.0f} tokens/s"
+        rate = f"  lr {learning_rate:.2e}" if learning_rate is not None else ""
+        line = (
+            f"  [{bar}] {step:>5}/{self.total}  loss {loss:.4f}{evaluated}{scaling}{rate}  "
+            f"{tokens_per_s:,.0f} tokens/s  peak {peak_rss_mb():,.0f} MB"
+        )
         if self.tty:
             self.stream.write("\r" + line + "\033[K")
             if step == self.total:
@@ -151,11 +197,44 @@ class _Progress:
         self.stream.flush()
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def summary(history: History, settings: Settings) -> str:
+    """The run on one screen: steps, tokens, time, losses, the best held-out loss and where the
+    results are."""
+    if not history.rows:
+        return f"nothing to train: the run in {settings.out} has done its {settings.steps} steps"
+    first, last = history.rows[0], history.rows[-1]
+    steps = len(history.rows)
+    tokens = steps * settings.batch * settings.seq * settings.grad_accum
+    seconds = sum(r["seconds"] for r in history.rows)
+    evals = history.evals()
+    best = min(evals, key=lambda e: e[1]) if evals else None
+    lines = [
+        f"trained steps {first['step']}..{last['step']}: {tokens:,} tokens in {seconds:,.2f} s "
+        f"({tokens / max(seconds, 1e-9):,.0f} tokens/s), peak memory {peak_rss_mb():,.0f} MB",
+        f"loss {first['loss']:.4f} (step {first['step']}) -> {last['loss']:.4f} (step {last['step']})",
+    ]
+    if best is not None:
+        lines.append(f"best held-out loss {best[1]:.4f} at step {best[0]}")
+    skipped = sum(r["skipped"] for r in history.rows)
+    if skipped:
+        lines.append(f"skipped steps (fp16 overflow): {skipped}")
+    curve = f", {LOSS_CURVE}" if (settings.out / LOSS_CURVE).exists() else ""
+    lines.append(
+        f"wrote {settings.out}: {LOSSES_CSV}{curve}, checkpoint.safetensors (--resume goes on), {ARTIFACTS}/"
+    )
+    return "\n".join(lines)
+
+
 def _feeds(module: Module, window: np.ndarray) -> list[np.ndarray]:
     return [window for _ in module.input_names()]
 
 
-def evaluate(module: Module, corpus: ByteCorpus, settings: Settings) -> float:
+def evaluate(module: Module, corpus: Corpus, settings: Settings) -> float:
     """The mean loss over the same held-out windows every time."""
     module.eval()
     try:
@@ -172,18 +251,38 @@ def evaluate(module: Module, corpus: ByteCorpus, settings: Settings) -> float:
     return float(np.mean(losses))
 
 
-def artifacts_for(model_path: Path, settings: Settings) -> dict[str, Path]:
+Model = Path | HfModel  # an ONNX export, or a Hugging Face directory's model
+
+
+def _name(model: Model) -> str:
+    return model.directory.name if isinstance(model, HfModel) else Path(model).name
+
+
+def artifacts_for(model: Model, settings: Settings) -> dict[str, Path]:
     folder = settings.out / ARTIFACTS
     paths = artifact_paths(folder)
     if settings.resume and all(p.exists() for p in paths.values()):
         return paths
+    exported = model.export(settings.batch, settings.seq) if isinstance(model, HfModel) else onnx.load(model)
     return generate_artifacts(
-        onnx.load(model_path),
+        exported,
         loss=None,
-        optimizer=AdamW(lr=settings.lr),
+        optimizer=AdamW(lr=settings.lr, weight_decay=settings.weight_decay),
         artifact_directory=folder,
         precision=settings.precision,
     )
+
+
+def _check_out(model: Model, settings: Settings, checkpoint: Path) -> None:
+    """Refuses an --out whose checkpoint is another model's run: neither resumed nor overwritten."""
+    if not checkpoint.exists() or not isinstance(model, HfModel):
+        return
+    recorded = CheckpointState.load_checkpoint(checkpoint).properties.get("model")
+    if recorded is not None and recorded != model.identity:
+        raise SettingsError(
+            f"--out {settings.out} holds the run of another model ({recorded}; this one is {model.identity}): "
+            "choose another --out"
+        )
 
 
 def _check_resumable(state: CheckpointState, settings: Settings, checkpoint: Path) -> None:
@@ -196,29 +295,44 @@ def _check_resumable(state: CheckpointState, settings: Settings, checkpoint: Pat
             )
 
 
-def train(model_path: str | Path, corpus: ByteCorpus, settings: Settings, say=print) -> History:
-    """Trains (or, with ``settings.resume``, goes on training) the model; returns every step's row."""
+def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=print) -> History:
+    """Trains (or, with ``settings.resume``, goes on training) the model; returns every step's row.
+    A Hugging Face model's directory is written into ``settings.out`` at the end."""
+    model = model if isinstance(model, HfModel) else Path(model)
+    try:
+        corpus.check_window(settings.seq)
+    except ValueError as e:
+        raise SettingsError(str(e)) from None
+    if isinstance(model, HfModel) and corpus.vocabulary_needed() > model.vocab_size:
+        raise SettingsError(
+            f"the data's token ids reach {corpus.vocabulary_needed() - 1}, past {model.directory}'s vocabulary "
+            f"of {model.vocab_size}"
+        )
     out = settings.out
-    out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / "checkpoint.safetensors"
+    _check_out(model, settings, checkpoint)
+    out.mkdir(parents=True, exist_ok=True)
     resuming = settings.resume and checkpoint.exists()
     if resuming:
         state = CheckpointState.load_checkpoint(checkpoint)
         _check_resumable(state, settings, checkpoint)
-    paths = artifacts_for(Path(model_path), settings)
+    paths = artifacts_for(model, settings)
     if not resuming:
         state = CheckpointState.load_checkpoint(paths["checkpoint"])
     done = int(state.properties.get("step", 0))
     history = History.load(out / LOSSES_CSV, done) if resuming else History()
     module = Module(paths["training"], state, paths["eval"], threads=settings.threads)
     optimizer = Optimizer(paths["optimizer"], module)
-    scheduler = LinearLRScheduler(optimizer, settings.warmup_steps, settings.steps, settings.lr)
+    optimizer.set_learning_rate(settings.learning_rate(optimizer.step_count))
     scaled = settings.precision in LOSS_SCALED
     clipping = f"clipped to norm {settings.max_grad_norm:g}" if settings.max_grad_norm else "not clipped"
     say(
-        f"training {Path(model_path).name}: {sum(p.data.size for p in state.parameters.values()):,} parameters, "
-        f"AdamW lr {settings.lr:g} (warm-up {settings.warmup_steps}, linear decay), batch {settings.batch} x "
-        f"seq {settings.seq}, {settings.precision}"
+        f"training {_name(model)}: {sum(p.data.size for p in state.parameters.values()):,} parameters"
+        + (f" (stored as {model.dtype}, trained in float32 masters)" if isinstance(model, HfModel) else "")
+        + f", AdamW lr {settings.lr:g} weight decay {settings.weight_decay:g} (warm-up {settings.warmup_steps}, "
+        f"{settings.lr_scheduler} after), batch {settings.batch} x seq {settings.seq}"
+        + (f" x {settings.grad_accum} micro-batches" if settings.grad_accum > 1 else "")
+        + f", {settings.precision}"
         + (f" (loss scale {optimizer.get_loss_scale():g})" if scaled else "")
         + f", gradients {clipping}, steps {done + 1}..{settings.steps}"
         + (" (resumed)" if resuming else "")
@@ -228,22 +342,23 @@ def train(model_path: str | Path, corpus: ByteCorpus, settings: Settings, say=pr
         state.properties["step"] = step
         for name in _RECORDED:
             state.properties[name] = getattr(settings, name)
+        if isinstance(model, HfModel):
+            state.properties["model"] = model.identity
         CheckpointState.save_checkpoint(state, checkpoint, include_optimizer_state=True)
         history.save(out / LOSSES_CSV)
 
     progress = _Progress(settings.steps)
-    tokens = settings.batch * settings.seq
+    tokens = settings.batch * settings.seq * settings.grad_accum
     skipped = sum(r["skipped"] for r in history.rows)
     with _Interrupt() as interrupt:
         for step in range(done + 1, settings.steps + 1):
-            window = corpus.batch("train", step, settings.batch, settings.seq, settings.seed)
             start = time.perf_counter()
             learning_rate, loss_scale = optimizer.get_learning_rate(), optimizer.get_loss_scale()
-            loss = float(module(*_feeds(module, window)))
+            loss = _accumulated_loss(module, corpus, settings, step)
             norm = clip_grad_norm_(module, settings.max_grad_norm) if settings.max_grad_norm else None
             updated = optimizer.step()
             skipped += not updated
-            scheduler.step()
+            optimizer.set_learning_rate(settings.learning_rate(optimizer.step_count))
             module.lazy_reset_grad()
             seconds = time.perf_counter() - start
             if not math.isfinite(loss) and not scaled:  # fp16-mixed skips such a step instead
@@ -263,19 +378,39 @@ def train(model_path: str | Path, corpus: ByteCorpus, settings: Settings, say=pr
                 }
             )
             scaling = f"  scale {loss_scale:g}  skipped {skipped}" if scaled else ""
-            progress.update(step, loss, tokens / seconds, eval_loss, scaling)
+            progress.update(step, loss, tokens / seconds, eval_loss, scaling, learning_rate)
             if step % settings.save_every == 0 or step == settings.steps or interrupt.requested:
                 save(step)
             if interrupt.requested:
                 say(f"\ninterrupted: saved the checkpoint at step {step} to {checkpoint}; --resume goes on")
                 break
     history.save(out / LOSSES_CSV)
-    plot(history, out / LOSS_CURVE, say)
+    plot(history, out / LOSS_CURVE, say, model.vocab_size if isinstance(model, HfModel) else 256)
+    if isinstance(model, HfModel) and not interrupt.requested:
+        written = model.save({n: p.data for n, p in state.parameters.items()}, out)
+        say(
+            f"wrote the Hugging Face model to {out} ({', '.join(written)}): AutoModelForCausalLM.from_pretrained loads it"
+        )
     return history
 
 
-def plot(history: History, path: Path, say=print) -> bool:
-    """The loss curve (training per step, held-out where evaluated) as a PNG, with matplotlib."""
+def _accumulated_loss(module: Module, corpus: Corpus, settings: Settings, step: int) -> float:
+    """The step's mean loss over its micro-batches, their gradients accumulated and averaged as
+    transformers' Trainer averages them (each micro-batch's loss divided by their count). Micro-
+    batch k of step s reads window (s - 1) * grad_accum + k + 1: with one micro-batch, window s."""
+    n = settings.grad_accum
+    losses = []
+    for k in range(n):
+        window = corpus.batch("train", (step - 1) * n + k + 1, settings.batch, settings.seq, settings.seed)
+        losses.append(float(module(*_feeds(module, window))))
+    if n > 1:
+        module.scale_grads(1.0 / n)
+    return float(np.mean(losses))
+
+
+def plot(history: History, path: Path, say=print, vocabulary: int = 256) -> bool:
+    """The loss curve (training per step, held-out where evaluated) as a PNG, with matplotlib;
+    ``vocabulary``: the model's, whose uniform distribution's loss is drawn for scale."""
     try:
         import matplotlib
 
@@ -295,14 +430,20 @@ def plot(history: History, path: Path, say=print) -> bool:
     skipped = [(r["step"], r["loss"]) for r in history.rows if r["skipped"]]
     if skipped:
         axes.plot(*zip(*skipped, strict=True), "rx", ms=5, label="skipped (gradients overflowed)")
-    axes.axhline(math.log(256), color="gray", ls=":", lw=0.8, label="ln 256 (uniform over bytes)")
+    axes.axhline(
+        math.log(vocabulary),
+        color="gray",
+        ls=":",
+        lw=0.8,
+        label=f"ln {vocabulary} (uniform over the vocabulary)",
+    )
     if any(r["loss_scale"] != 1.0 for r in history.rows):  # fp16-mixed: the scale on its own axis
         scale_axes = axes.twinx()
         scale_axes.step(steps, [r["loss_scale"] for r in history.rows], "g-", lw=0.8, where="post")
         scale_axes.set_yscale("log", base=2)
         scale_axes.set_ylabel("loss scale", color="g")
     axes.set_xlabel("step")
-    axes.set_ylabel("cross-entropy (nats per byte)")
+    axes.set_ylabel("cross-entropy (nats per token)")
     axes.legend()
     axes.grid(alpha=0.3)
     figure.tight_layout()

@@ -1,0 +1,255 @@
+"""``train HF_DIR`` from outside, as a Hugging Face user runs it: a tiny directory of our own (GQA,
+tied embeddings, q/k/v biases, a BPE tokenizer trained with ``tokenizers``) trained through the CLI
+in a child process, then checked in torch: the output loads with no missing or unexpected keys,
+every weight moved within AdamW's reach, the held-out loss fell, and our eval model on our
+checkpoint gives the saved model's loss. Also sharded and bfloat16 directories, the data formats,
+and every bad input refused with exit code 2 and nothing written."""
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from ort_ascend_ops.examples.hf_models import write_model_directory  # noqa: E402
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+DATA = sorted(str(p) for p in (STDLIB / "email").glob("*.py"))
+STEPS, LR, BATCH, SEQ = 12, 3e-3, 4, 32
+TESTS = Path(__file__).parent
+
+
+def texts():
+    return [Path(p).read_text() for p in DATA]
+
+
+def cli(*args, cwd=None):
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")])
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=900,
+    )
+
+
+def train_args(model, out, *extra):
+    return [model, "--data", *DATA, "--steps", STEPS, "--batch", BATCH, "--seq", SEQ, "--lr", LR, "--out", out,
+            "--eval-every", 6, *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory):
+    path = tmp_path_factory.mktemp("qwen2")
+    write_model_directory(path, texts())
+    return path
+
+
+def held_out_loss(model, tokenizer):
+    """The mean loss over windows of the held-out documents (every 20th, as the CLI holds out)."""
+    from ort_ascend_ops.training.data import Corpus
+
+    corpus = Corpus.from_paths(DATA, tokenizer=tokenizer)
+    with torch.no_grad():
+        losses = [
+            model(input_ids=torch.from_numpy(w), labels=torch.from_numpy(w)).loss.item()
+            for w in (corpus.batch("held_out", i, BATCH, SEQ, 0) for i in range(4))
+        ]
+    return float(np.mean(losses)), corpus
+
+
+@pytest.fixture(scope="module")
+def trained(directory, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out") / "run"
+    result = cli(*train_args(directory, out))
+    assert result.returncode == 0, result.stderr
+    return out, result.stdout
+
+
+def test_the_output_loads_and_every_weight_trained_within_adamw_reach(directory, trained):
+    out, stdout = trained
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    start = transformers.AutoModelForCausalLM.from_pretrained(directory)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()  # still tied
+    assert model.model.layers[0].self_attn.q_proj.bias is not None
+    # AdamW moves an element by at most lr * (|m̂| / sqrt(v̂)) <= ~lr a step, plus the decay.
+    reach = STEPS * LR * 1.5
+    trained_weights, start_weights = model.state_dict(), start.state_dict()
+    for name, value in trained_weights.items():
+        moved = (value - start_weights[name]).abs()
+        assert moved.max() > 0, f"{name} did not train"
+        assert moved.max() <= reach + LR * STEPS * 0.01 * value.abs().max(), f"{name} moved {moved.max()}"
+    for line in ("wrote the Hugging Face model", "best held-out loss", "tokens/s"):
+        assert line in stdout
+
+
+def test_the_held_out_loss_fell_and_our_eval_model_gives_the_saved_models_loss(directory, trained):
+    from ort_ascend_ops.training.api import CheckpointState, Module
+
+    out, _ = trained
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    before, _ = held_out_loss(transformers.AutoModelForCausalLM.from_pretrained(directory), tokenizer)
+    after, corpus = held_out_loss(transformers.AutoModelForCausalLM.from_pretrained(out), tokenizer)
+    assert after < before
+    state = CheckpointState.load_checkpoint(out / "checkpoint.safetensors")
+    module = Module(
+        out / "artifacts" / "training_model.onnx", state, out / "artifacts" / "eval_model.onnx"
+    ).eval()
+    ours = np.mean(
+        [float(module(w, w)) for w in (corpus.batch("held_out", i, BATCH, SEQ, 0) for i in range(4))]
+    )
+    assert abs(ours - after) <= 1e-4 * after
+
+
+def test_resume_goes_on_and_another_models_out_is_refused(directory, trained, tmp_path):
+    out, _ = trained
+    resumed = cli(*train_args(directory, out, "--resume", "--steps", STEPS + 2))
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"steps {STEPS + 1}..{STEPS + 2}" in resumed.stdout
+    other = tmp_path / "other"
+    write_model_directory(other, texts(), "llama")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir())
+    refused = cli(*train_args(other, out))
+    assert refused.returncode == 2 and "holds the run of another model" in refused.stderr
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir()) == before
+
+
+@pytest.mark.parametrize("kind", ["sharded", "bfloat16"])
+def test_sharded_and_bfloat16_directories_come_back_as_they_were_stored(kind, tmp_path):
+    source = tmp_path / "model"
+    options = {"shard_size": "100KB"} if kind == "sharded" else {"dtype": torch.bfloat16}
+    write_model_directory(source, texts(), **options)
+    out = tmp_path / "out"
+    result = cli(*train_args(source, out, "--steps", 2))
+    assert result.returncode == 0, result.stderr
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    if kind == "sharded":
+        assert (source / "model.safetensors.index.json").exists()
+    else:
+        assert "stored as bfloat16" in result.stdout
+        assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"
+        assert model.dtype == torch.bfloat16
+
+
+def _breaks(directory: Path, how: str) -> str:
+    """Breaks a copy of the directory one way; the word its error must carry."""
+    config = directory / "config.json"
+    weights = directory / "model.safetensors"
+    if how == "no model_type":
+        data = json.loads(config.read_text())
+        del data["model_type"]
+        config.write_text(json.dumps(data))
+        return "model_type"
+    if how == "unknown model_type":
+        data = json.loads(config.read_text()) | {"model_type": "no-such-architecture"}
+        config.write_text(json.dumps(data))
+        return "no-such-architecture"
+    if how == "config transformers cannot build":
+        data = json.loads(config.read_text()) | {"num_attention_heads": 3}  # hidden 32 / 3 heads
+        config.write_text(json.dumps(data))
+        return str(directory)
+    if how == "no weights":
+        weights.unlink()
+        return "model.safetensors"
+    if how == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        return "model.safetensors"
+    if how == "a header that lies":
+        raw = bytearray(weights.read_bytes())
+        size = int.from_bytes(raw[:8], "little")
+        header = json.loads(raw[8 : 8 + size])
+        name = next(k for k in header if k != "__metadata__")
+        header[name]["data_offsets"][1] += 10**9  # past the end of the file
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        weights.write_bytes(len(text).to_bytes(8, "little") + text + bytes(raw[8 + size :]))
+        return "model.safetensors"
+    if how == "a shape the config does not have":
+        data = json.loads(config.read_text()) | {"intermediate_size": 64}
+        config.write_text(json.dumps(data))
+        return "do not match"
+    if how == "a missing shard":
+        index = directory / "model.safetensors.index.json"
+        weight_map = {"model.embed_tokens.weight": "model-00002-of-00002.safetensors"}
+        index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+        return "model-00002-of-00002.safetensors"
+    if how == "an unreadable tokenizer":
+        (directory / "tokenizer.json").write_text("{ not json")
+        return "tokenizer"
+    raise AssertionError(how)
+
+
+BROKEN = [
+    "no model_type",
+    "unknown model_type",
+    "config transformers cannot build",
+    "no weights",
+    "truncated weights",
+    "a header that lies",
+    "a shape the config does not have",
+    "a missing shard",
+    "an unreadable tokenizer",
+]
+
+
+@pytest.mark.parametrize("how", BROKEN)
+def test_a_broken_directory_is_refused_naming_the_file_and_nothing_is_written(how, directory, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(directory, broken)
+    word = _breaks(broken, how)
+    out = tmp_path / "out"
+    result = cli(*train_args(broken, out))
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert word in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not out.exists()
+
+
+def test_data_too_short_or_empty_is_refused(directory, tmp_path):
+    short = tmp_path / "short.txt"
+    short.write_text("too short")
+    result = cli(directory, "--data", short, "--out", tmp_path / "out")
+    assert result.returncode == 2 and "too little text" in result.stderr
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"title": "no text field"}\n')
+    result = cli(directory, "--data", empty, "--out", tmp_path / "out")
+    assert result.returncode == 2 and "needs a string field 'text'" in result.stderr
+    result = cli(directory, "--data", *DATA, "--seq", 10**7, "--out", tmp_path / "out")
+    assert result.returncode == 2 and "fewer than one window" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_jsonl_globs_and_saved_datasets_give_the_same_documents(tmp_path):
+    from ort_ascend_ops.training.data import Corpus
+
+    datasets = pytest.importorskip("datasets")
+    docs = [f"document {i}: " + "word " * 100 for i in range(60)]
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    for i, d in enumerate(docs):
+        (folder / f"{i:03d}.txt").write_text(d)
+    datasets.Dataset.from_dict({"text": docs}).save_to_disk(str(tmp_path / "saved"))
+    corpora = [
+        Corpus.from_paths([tmp_path / "data.jsonl"]),
+        Corpus.from_paths([str(folder / "*.txt")]),
+        Corpus.from_paths([tmp_path / "saved"]),
+    ]
+    expected = b"".join(d.encode() + b"\n\n" for i, d in enumerate(docs) if i % 20 != 19)
+    for corpus in corpora:
+        assert corpus.documents == 60
+        assert corpus.train.tobytes() == expected

@@ -253,3 +253,79 @@ def test_jsonl_globs_and_saved_datasets_give_the_same_documents(tmp_path):
     for corpus in corpora:
         assert corpus.documents == 60
         assert corpus.train.tobytes() == expected
+
+
+def test_a_full_disk_during_a_checkpoint_loses_nothing(directory, tmp_path):
+    """A file-size limit (RLIMIT_FSIZE) one byte under the checkpoint's size: the resumed run's
+    checkpoint cannot be written, the error says so, and the previous one still loads."""
+    import resource
+
+    from ort_ascend_ops.training.api import CheckpointState
+
+    out = tmp_path / "out"
+    assert cli(*train_args(directory, out, "--steps", 2, "--save-every", 2)).returncode == 0
+    size = (out / "checkpoint.safetensors").stat().st_size
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size - 1, size - 1))
+
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")])
+    )
+    args = train_args(directory, out, "--steps", 4, "--save-every", 2, "--resume")
+    result = subprocess.run(
+        [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        preexec_fn=limit,
+        timeout=900,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "writing the checkpoint of step 4" in result.stderr
+    assert "the checkpoint of step 2" in result.stderr and "is intact" in result.stderr
+    assert CheckpointState.load_checkpoint(out / "checkpoint.safetensors").properties["step"] == 2
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_accumulated_micro_batches_give_torchs_averaged_gradients(directory, tmp_path):
+    """Two micro-batches accumulated and averaged (``--grad-accum 2``'s step) against torch's
+    backward of the two losses' mean on the directory's own model."""
+    from model_oracles import tensors_distance
+
+    from ort_ascend_ops.training import hf_dir
+    from ort_ascend_ops.training.api import CheckpointState, Module
+    from ort_ascend_ops.training.artifacts import generate_artifacts
+
+    loaded = hf_dir.load(directory, say=lambda *_: None)
+    rng = np.random.default_rng(5)
+    windows = [rng.integers(0, loaded.vocab_size, (2, SEQ)) for _ in range(2)]
+    model = transformers.AutoModelForCausalLM.from_pretrained(directory)
+    loss = sum(model(input_ids=torch.from_numpy(w), labels=torch.from_numpy(w)).loss for w in windows) / 2
+    loss.backward()
+    expected = {n: p.grad.numpy() for n, p in model.named_parameters() if n != "lm_head.weight"}  # tied
+
+    paths = generate_artifacts(loaded.export(2, SEQ), loss=None, artifact_directory=tmp_path)
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state)
+    for w in windows:
+        module(*[w] * len(module.input_names()))
+    module.scale_grads(0.5)
+    ours = {n: state.parameters[n].grad for n in expected}
+    assert tensors_distance(ours, expected) <= 1e-4
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine", "constant"])
+def test_the_schedules_are_transformers(kind, tmp_path):
+    from ort_ascend_ops.training.loop import Settings
+
+    settings = Settings(steps=50, batch=1, seq=8, lr=1e-3, out=tmp_path, warmup=7, lr_scheduler=kind)
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([parameter], lr=1e-3)
+    scheduler = transformers.get_scheduler(
+        f"{kind}_with_warmup" if kind == "constant" else kind, optimizer, num_warmup_steps=7, num_training_steps=50
+    )
+    for step in range(50):
+        assert settings.learning_rate(step) == pytest.approx(scheduler.get_last_lr()[0], rel=1e-12, abs=1e-15)
+        optimizer.step()
+        scheduler.step()

@@ -344,8 +344,14 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
             state.properties[name] = getattr(settings, name)
         if isinstance(model, HfModel):
             state.properties["model"] = model.identity
-        CheckpointState.save_checkpoint(state, checkpoint, include_optimizer_state=True)
-        history.save(out / LOSSES_CSV)
+        try:
+            CheckpointState.save_checkpoint(state, checkpoint, include_optimizer_state=True)
+            history.save(out / LOSSES_CSV)
+        except OSError as e:  # a full disk, a file-size limit: the last checkpoint is written atomically
+            raise SettingsError(
+                f"writing the checkpoint of step {step} to {checkpoint} failed ({e.strerror or e}); "
+                f"{_intact(checkpoint)}; free space and go on with --resume"
+            ) from None
 
     progress = _Progress(settings.steps)
     tokens = settings.batch * settings.seq * settings.grad_accum
@@ -387,11 +393,24 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
     history.save(out / LOSSES_CSV)
     plot(history, out / LOSS_CURVE, say, model.vocab_size if isinstance(model, HfModel) else 256)
     if isinstance(model, HfModel) and not interrupt.requested:
-        written = model.save({n: p.data for n, p in state.parameters.items()}, out)
+        try:
+            written = model.save({n: p.data for n, p in state.parameters.items()}, out)
+        except OSError as e:
+            raise SettingsError(
+                f"writing the Hugging Face model into {out} failed ({e.strerror or e}); {_intact(checkpoint)}, "
+                "and --resume writes the model again"
+            ) from None
         say(
             f"wrote the Hugging Face model to {out} ({', '.join(written)}): AutoModelForCausalLM.from_pretrained loads it"
         )
     return history
+
+
+def _intact(checkpoint: Path) -> str:
+    if not checkpoint.exists():
+        return "no checkpoint was written before"
+    step = CheckpointState.load_checkpoint(checkpoint).properties.get("step", 0)
+    return f"the checkpoint of step {step} in {checkpoint} is intact"
 
 
 def _accumulated_loss(module: Module, corpus: Corpus, settings: Settings, step: int) -> float:

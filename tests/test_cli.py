@@ -30,8 +30,11 @@ def test_demo_trains_every_model_and_passes(tmp_path):
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("verdict: PASS"), out
     # Every model trained, the profiler's tables show our ops, the checks ran.
-    assert "[1/3] Hugging Face Llama over bytes" in out and "[3/3] DeepSeek indexer loss" in out
-    assert "[2/3] DeepSeek-V3.2 indexer warm-up" in out and "LightningIndexerGrad x2" in out
+    assert "[1/4] Hugging Face Llama over bytes" in out and "[3/4] DeepSeek indexer loss" in out
+    assert "[2/4] DeepSeek-V3.2 indexer warm-up" in out and "LightningIndexerGrad x2" in out
+    # The Hugging Face directory trained, written back, reloaded by transformers, generating.
+    assert "[4/4] Hugging Face directory" in out and "the reloaded model in PyTorch" in out
+    assert "generated: " in out and (tmp_path / "hf-trained" / "model.safetensors").exists()
     for op in ["RmsNormGrad", "RotaryPositionEmbeddingGrad", "LightningIndexerGrad"]:
         assert f"* {op} " in out
     assert out.count("native vs portable path") == 3 and out.count("finite differences (central") == 1
@@ -47,7 +50,7 @@ def test_demo_fails_with_reasons_when_the_loss_cannot_fall(capsys, tmp_path):
     verdict = capsys.readouterr().out.strip().splitlines()[-1]
     assert verdict.startswith("verdict: FAIL: ") and "indexer_loss: the loss did not fall" in verdict
     assert "deepseek_v32: the KL loss did not fall" in verdict
-    assert "byte_llama: trained no steps" in verdict
+    assert "byte_llama: trained no steps" in verdict and "hf_directory: trained no steps" in verdict
 
 
 def test_quick_bench_writes_json_and_markdown(tmp_path, capsys):

@@ -323,9 +323,30 @@ def test_the_schedules_are_transformers(kind, tmp_path):
     parameter = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([parameter], lr=1e-3)
     scheduler = transformers.get_scheduler(
-        f"{kind}_with_warmup" if kind == "constant" else kind, optimizer, num_warmup_steps=7, num_training_steps=50
+        f"{kind}_with_warmup" if kind == "constant" else kind,
+        optimizer,
+        num_warmup_steps=7,
+        num_training_steps=50,
     )
     for step in range(50):
         assert settings.learning_rate(step) == pytest.approx(scheduler.get_last_lr()[0], rel=1e-12, abs=1e-15)
         optimizer.step()
         scheduler.step()
+
+
+@pytest.mark.parametrize("vocab", [320, 200])
+def test_a_directory_without_a_tokenizer_trains_on_bytes_when_its_vocabulary_allows(vocab, tmp_path):
+    from ort_ascend_ops.examples.hf_models import SIZES
+
+    source = tmp_path / "model"  # save_pretrained of a model alone: no tokenizer files
+    config = transformers.LlamaConfig(**SIZES | {"vocab_size": vocab})
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(source)
+    out = tmp_path / "out"
+    result = cli(*train_args(source, out, "--steps", 2))
+    if vocab >= 256:
+        assert result.returncode == 0, result.stderr
+        assert "training on bytes" in result.stdout
+        assert transformers.AutoModelForCausalLM.from_pretrained(out).config.vocab_size == vocab
+    else:
+        assert result.returncode == 2 and "cannot take bytes" in result.stderr
+        assert not out.exists()

@@ -14,6 +14,11 @@
 3. The DeepSeek indexer loss (``ort_ascend_ops.examples.indexer_loss``), trained a few steps of
    plain SGD through LightningIndexerGrad, its gradients checked against the portable path and
    central finite differences.
+4. A Hugging Face model directory as a user brings one (``train HF_DIR``): a tiny Qwen2 directory
+   written here (the Hub is out of reach) with a BPE tokenizer trained on standard-library
+   packages, trained on their text through its tokenizer, written back as a directory that
+   ``AutoModelForCausalLM.from_pretrained`` reloads and generates from; the reloaded model's
+   held-out loss in PyTorch must equal our eval model's. Needs the ``torch`` extra.
 
 Ends with a one-line verdict."""
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sysconfig
 import tempfile
 import time
 from collections import defaultdict
@@ -74,7 +80,11 @@ WARMUP_LR = 1e-2
 # The language model must end below this loss (nats per byte; ln 256 = 5.55 is a uniform guess),
 # on the training and the held-out bytes.
 LM_TARGET_LOSS = 3.0
-_SECTIONS = 2 + len(EXAMPLES)
+_SECTIONS = 3 + len(EXAMPLES)
+# The Hugging Face directory's text: standard-library packages (their sources, tokenized).
+HF_PACKAGES = ("json", "email", "http", "logging", "asyncio", "urllib", "importlib", "xml")
+HF_BATCH, HF_SEQ, HF_LR = 8, 64, 3e-3  # its steps: the language model's (--lm-steps)
+HF_SIZES = dict(hidden_size=128, intermediate_size=344, head_dim=32, max_position_embeddings=128)
 # This package's ops, marked in the time table.
 _OUR_OPS = set(FUNCTIONS)
 
@@ -296,6 +306,64 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str, corpus
     return summary, failures
 
 
+def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
+    """Section 4 (see the module's doc); a None summary when the torch extra is missing."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        _say(f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory: skipped (needs pip install '.[torch]')")
+        return None, []
+    from .examples.hf_models import write_model_directory
+    from .training import hf_dir
+    from .training.data import Corpus
+    from .training.loop import Settings, train
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(str(f) for package in HF_PACKAGES for f in (root / package).rglob("*.py"))
+    source, trained = out / "hf-model", out / "hf-trained"
+    write_model_directory(source, [Path(f).read_text(errors="replace") for f in files], vocab_size=1024, **HF_SIZES)
+    _say(
+        f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory {source} (Qwen2, GQA, tied embeddings, BPE tokenizer)"
+    )
+    say = lambda text: _say("  " + text)  # noqa: E731
+    model = hf_dir.load(source, say)
+    corpus = Corpus.from_paths(files, tokenizer=model.tokenizer, description="standard-library packages")
+    _say(f"  data: {corpus.describe()}")
+    settings = Settings(
+        steps=steps, batch=HF_BATCH, seq=HF_SEQ, lr=HF_LR, out=trained, save_every=max(steps, 1), seed=seed,
+        threads=threads, lr_scheduler="cosine",
+    )  # fmt: skip
+    history = train(model, corpus, settings, say=say)
+    if not history.rows:
+        return {}, ["hf_directory: trained no steps"]
+    losses, failures = history.losses(), []
+    reloaded, info = transformers.AutoModelForCausalLM.from_pretrained(trained, output_loading_info=True)
+    if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")):
+        failures.append(f"hf_directory: from_pretrained({trained}) reported {info}")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(trained)
+    prompt = tokenizer("def ", return_tensors="pt").input_ids
+    with torch.no_grad():
+        generated = reloaded.generate(prompt, max_new_tokens=16, do_sample=False)
+        windows = [corpus.batch("held_out", i, HF_BATCH, HF_SEQ, seed) for i in range(settings.eval_batches)]
+        theirs = float(
+            np.mean(
+                [reloaded(input_ids=torch.from_numpy(w), labels=torch.from_numpy(w)).loss for w in windows]
+            )
+        )
+    ours = history.evals()[-1][1]
+    _say(f"  loss {losses[0]:.3f} -> {losses[-1]:.3f} (ln 1024 = {np.log(1024):.3f}); held out: ours {ours:.4f}, "
+         f"the reloaded model in PyTorch {theirs:.4f}")  # fmt: skip
+    _say(f"  generated: {tokenizer.decode(generated[0])!r}")
+    if not losses[-1] < losses[0] - 1.0:
+        failures.append(f"hf_directory: the loss went {losses[0]:.3f} -> {losses[-1]:.3f}, not down by 1")
+    if not abs(ours - theirs) <= 1e-4 * theirs:
+        failures.append(
+            f"hf_directory: our held-out loss {ours:.5f} is not the reloaded model's {theirs:.5f}"
+        )
+    return {"loss": (losses[0], losses[-1])}, failures
+
+
 def _profile_steps(paths, feeds, threads: int | None, profile_dir: str, key: str, steps: int = 5) -> None:
     """Prints the per-op table of ``steps`` training steps after a warm-up one, from a fresh
     checkpoint (the optimizer's own session is not profiled)."""
@@ -425,11 +493,14 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
     ]
     for index, example in enumerate(EXAMPLES, 3):
         sections.append((example.key, functools.partial(_demo_one, example, index, steps, seed, threads)))
+    sections.append(("hf_directory", lambda folder: _demo_hf_directory(lm_steps, seed, threads, Path(out))))
     summaries, failures = {}, []
     with tempfile.TemporaryDirectory(prefix="ort_ascend_ops_demo_") as profile_dir:
         for key, section in sections:
             try:
-                summaries[key], failed = section(profile_dir)
+                summary, failed = section(profile_dir)
+                if summary is not None:
+                    summaries[key] = summary
             except Exception as error:  # report, and go on with the others
                 _say(f"  ERROR: {type(error).__name__}: {error}")
                 failed = [f"{key}: {type(error).__name__}: {error}"]
@@ -440,11 +511,16 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
         _say("verdict: FAIL: " + "; ".join(failures))
         return 1
     losses = ", ".join(f"{key} {s['loss'][0]:.3f} -> {s['loss'][1]:.3f}" for key, s in summaries.items())
-    portable = max(s["portable"] for s in summaries.values())
+    portable = max(s["portable"] for s in summaries.values() if "portable" in s)
     fd = summaries[EXAMPLES[0].key]["fd"]
     _say(
         f"verdict: PASS: losses fell ({losses}; held out {summaries['byte_llama']['eval']:.3f}); gradients "
         f"agree with the portable path (worst {portable:.1e}) and with finite differences (worst {fd:.1e}); "
         f"loss curve in {settings.out / 'loss_curve.png'}"
+        + (
+            f"; trained Hugging Face model in {Path(out) / 'hf-trained'}"
+            if "hf_directory" in summaries
+            else ""
+        )
     )
     return 0

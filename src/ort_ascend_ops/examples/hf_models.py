@@ -155,12 +155,20 @@ def torch_gradients(arch: str, loss: str, size: int, dtype=None) -> dict[str, np
 
 
 def write_model_directory(
-    directory, texts: list[str], arch: str = "qwen2", *, vocab_size: int = 320, dtype=None, shard_size=None
+    directory,
+    texts: list[str],
+    arch: str = "qwen2",
+    *,
+    vocab_size: int = 320,
+    dtype=None,
+    shard_size=None,
+    **sizes,
 ):
     """A tiny causal-LM directory as ``save_pretrained`` writes it, with a byte-level BPE
     tokenizer trained on ``texts`` by ``tokenizers`` (the Hub is out of reach): GQA, tied
     embeddings, and q/k/v biases for qwen2. ``dtype`` (a torch dtype): the stored weights' and
-    ``config.json``'s; ``shard_size`` (say "200KB"): sharded safetensors with their index."""
+    ``config.json``'s; ``shard_size`` (say "200KB"): sharded safetensors with their index; ``sizes``: config fields
+    replacing ``SIZES``'s."""
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -175,7 +183,7 @@ def write_model_directory(
     )
     bpe.train_from_iterator(texts, trainer)
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
-    sizes = SIZES | {"vocab_size": bpe.get_vocab_size(), "tie_word_embeddings": True}
+    sizes = SIZES | sizes | {"vocab_size": bpe.get_vocab_size(), "tie_word_embeddings": True}
     configs = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}
     config = configs[arch](**sizes, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(SEED)

@@ -23,7 +23,6 @@ from ort_ascend_ops.examples.hf_models import write_model_directory  # noqa: E40
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 DATA = sorted(str(p) for p in (STDLIB / "email").glob("*.py"))
 STEPS, LR, BATCH, SEQ = 12, 3e-3, 4, 32
-TESTS = Path(__file__).parent
 
 
 def texts():
@@ -31,14 +30,10 @@ def texts():
 
 
 def cli(*args, cwd=None):
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")])
-    )
     return subprocess.run(
         [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
         capture_output=True,
         text=True,
-        env=env,
         cwd=cwd,
         timeout=900,
     )
@@ -269,15 +264,11 @@ def test_a_full_disk_during_a_checkpoint_loses_nothing(directory, tmp_path):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (size - 1, size - 1))
 
-    env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent / "src"), os.environ.get("PYTHONPATH", "")])
-    )
     args = train_args(directory, out, "--steps", 4, "--save-every", 2, "--resume")
     result = subprocess.run(
         [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
         capture_output=True,
         text=True,
-        env=env,
         preexec_fn=limit,
         timeout=900,
     )

@@ -6,7 +6,6 @@ checkpoint gives the saved model's loss. Also sharded and bfloat16 directories, 
 and every bad input refused with exit code 2 and nothing written."""
 
 import json
-import os
 import subprocess
 import sys
 import sysconfig

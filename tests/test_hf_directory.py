@@ -249,33 +249,49 @@ def test_jsonl_globs_and_saved_datasets_give_the_same_documents(tmp_path):
         assert corpus.train.tobytes() == expected
 
 
-def test_a_full_disk_during_a_checkpoint_loses_nothing(directory, tmp_path):
-    """A file-size limit (RLIMIT_FSIZE) one byte under the checkpoint's size: the resumed run's
-    checkpoint cannot be written, the error says so, and the previous one still loads."""
+def _limited(args, size):
+    """The CLI in a child whose files may not grow past ``size`` bytes (RLIMIT_FSIZE: EFBIG)."""
     import resource
 
-    from ort_ascend_ops.training.api import CheckpointState
-
-    out = tmp_path / "out"
-    assert cli(*train_args(directory, out, "--steps", 2, "--save-every", 2)).returncode == 0
-    size = (out / "checkpoint.safetensors").stat().st_size
-
     def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size - 1, size - 1))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
-    args = train_args(directory, out, "--steps", 4, "--save-every", 2, "--resume")
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
         capture_output=True,
         text=True,
         preexec_fn=limit,
         timeout=900,
     )
+
+
+def test_a_full_disk_during_a_checkpoint_or_the_final_save_loses_nothing(directory, tmp_path):
+    """A file-size limit one byte under the checkpoint's size: the resumed run's checkpoint cannot
+    be written, the error says so, and the previous one still loads. Then one under the weights'
+    size, on a resume with no step left: the Hugging Face directory cannot be written, and the
+    one there stays whole."""
+    from ort_ascend_ops.training.api import CheckpointState
+
+    out = tmp_path / "out"
+    assert cli(*train_args(directory, out, "--steps", 2, "--save-every", 2)).returncode == 0
+    size = (out / "checkpoint.safetensors").stat().st_size
+    result = _limited(train_args(directory, out, "--steps", 4, "--save-every", 2, "--resume"), size - 1)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "writing the checkpoint of step 4" in result.stderr
     assert "the checkpoint of step 2" in result.stderr and "is intact" in result.stderr
     assert CheckpointState.load_checkpoint(out / "checkpoint.safetensors").properties["step"] == 2
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+    weights = (out / "model.safetensors").read_bytes()
+    result = _limited(train_args(directory, out, "--steps", 2, "--resume"), len(weights) - 1)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert (
+        "writing the Hugging Face model into" in result.stderr
+        and "--resume writes the model again" in result.stderr
+    )
+    assert (out / "model.safetensors").read_bytes() == weights
+    assert not (out / ".hf-staging").exists()
+    transformers.AutoModelForCausalLM.from_pretrained(out)
 
 
 def test_accumulated_micro_batches_give_torchs_averaged_gradients(directory, tmp_path):

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import onnx
+from safetensors import SafetensorError
 
 from ..export import export_torch
 
@@ -86,6 +87,8 @@ class HfModel:
             written = sorted(p.name for p in staging.iterdir())
             for name in written:
                 os.replace(staging / name, out / name)
+        except SafetensorError as e:  # safetensors reports a full disk as its own error
+            raise OSError(f"safetensors could not write the weights: {e}") from None
         finally:
             model.float()  # type: ignore[attr-defined]
             shutil.rmtree(staging, ignore_errors=True)

@@ -322,7 +322,9 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(str(f) for package in HF_PACKAGES for f in (root / package).rglob("*.py"))
     source, trained = out / "hf-model", out / "hf-trained"
-    write_model_directory(source, [Path(f).read_text(errors="replace") for f in files], vocab_size=1024, **HF_SIZES)
+    write_model_directory(
+        source, [Path(f).read_text(errors="replace") for f in files], vocab_size=1024, sizes=HF_SIZES
+    )
     _say(
         f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory {source} (Qwen2, GQA, tied embeddings, BPE tokenizer)"
     )

@@ -162,7 +162,7 @@ def write_model_directory(
     vocab_size: int = 320,
     dtype=None,
     shard_size=None,
-    **sizes,
+    sizes: dict | None = None,
 ):
     """A tiny causal-LM directory as ``save_pretrained`` writes it, with a byte-level BPE
     tokenizer trained on ``texts`` by ``tokenizers`` (the Hub is out of reach): GQA, tied
@@ -183,7 +183,7 @@ def write_model_directory(
     )
     bpe.train_from_iterator(texts, trainer)
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
-    sizes = SIZES | sizes | {"vocab_size": bpe.get_vocab_size(), "tie_word_embeddings": True}
+    sizes = SIZES | (sizes or {}) | {"vocab_size": bpe.get_vocab_size(), "tie_word_embeddings": True}
     configs = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}
     config = configs[arch](**sizes, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)
     torch.manual_seed(SEED)

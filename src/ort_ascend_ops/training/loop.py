@@ -94,12 +94,13 @@ class Settings:
         curve to the last step (as transformers' get_{linear,cosine,constant}_schedule_with_warmup)."""
         if step < self.warmup_steps:
             return self.lr * step / max(1, self.warmup_steps)
-        progress = (step - self.warmup_steps) / max(1, self.steps - self.warmup_steps)
         if self.lr_scheduler == "constant":
             return self.lr
+        decaying = max(1, self.steps - self.warmup_steps)
         if self.lr_scheduler == "cosine":
+            progress = (step - self.warmup_steps) / decaying
             return self.lr * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
-        return self.lr * max(0.0, (self.steps - step) / max(1, self.steps - self.warmup_steps))
+        return self.lr * max(0.0, (self.steps - step) / decaying)  # LinearLRScheduler's arithmetic
 
 
 @dataclass

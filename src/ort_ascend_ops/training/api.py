@@ -177,9 +177,10 @@ class CheckpointState:
         state: CheckpointState, checkpoint_uri: str | os.PathLike, include_optimizer_state: bool = False
     ) -> None:
         """Writes the state atomically: a process killed during the save leaves the previous
-        file at ``checkpoint_uri`` whole."""
+        file at ``checkpoint_uri`` whole. The tensors are written from ONNX Runtime's buffers
+        themselves, with no copy."""
         contents = Contents(
-            parameters={name: p.data for name, p in state.parameters.items()},
+            parameters={name: _as_numpy(p._value) for name, p in state.parameters.items()},
             requires_grad={name: p.requires_grad for name, p in state.parameters.items()},
             properties=dict(state.properties),
             loss_scale=dict(state._loss_scale) if state._loss_scale is not None else None,

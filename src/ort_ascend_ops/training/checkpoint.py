@@ -3,20 +3,24 @@
 their ``state_dict`` names), parsed by a library that validates offsets and shapes, holding no
 code (unlike pickle) and mappable without copies. Written atomically: a temporary file in the
 same folder, flushed to disk, then renamed over the old one, so a process killed at any point
-leaves either the old checkpoint or the new one, never a mix."""
+leaves either the old checkpoint or the new one, never a mix. Written tensor by tensor from the
+arrays' own memory: the library's ``save`` builds the whole file in memory first (and a copy of
+every tensor on the way), twice the checkpoint at the peak, which a model of many GB cannot
+spare."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
+import ml_dtypes
 import numpy as np
 import safetensors
-import safetensors.numpy
 
 FORMAT = "ort_ascend_ops.checkpoint"
 VERSION = "1"
@@ -64,16 +68,56 @@ def write(path: str | os.PathLike, contents: Contents) -> None:
         metadata["optimizer"] = json.dumps(contents.optimizer)
     if contents.loss_scale is not None:
         metadata["loss_scale"] = json.dumps(contents.loss_scale)
-    data = safetensors.numpy.save({k: np.ascontiguousarray(v) for k, v in tensors.items()}, metadata=metadata)
-    _write_atomically(Path(path), data)
+    _write_atomically(Path(path), lambda f: _write_safetensors(f, tensors, metadata))
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+# safetensors' dtype names (its format's spec); bfloat16 is ml_dtypes'.
+_DTYPES = {
+    np.dtype(np.float64): "F64",
+    np.dtype(np.float32): "F32",
+    np.dtype(np.float16): "F16",
+    np.dtype(ml_dtypes.bfloat16): "BF16",
+    np.dtype(np.int64): "I64",
+    np.dtype(np.int32): "I32",
+    np.dtype(np.int16): "I16",
+    np.dtype(np.int8): "I8",
+    np.dtype(np.uint8): "U8",
+    np.dtype(np.bool_): "BOOL",
+}
+
+
+def _write_safetensors(f: BinaryIO, tensors: Mapping[str, np.ndarray], metadata: dict[str, str]) -> None:
+    """The safetensors layout (an 8-byte little-endian header size, the JSON header padded to 8
+    bytes, the tensors' bytes back to back in the header's order), each tensor written from its
+    own memory. The reader, safetensors itself, checks every offset against the file."""
+    # Not np.ascontiguousarray, which would make a 0-d array 1-d.
+    arrays = {name: a if a.flags.c_contiguous else a.copy() for name, a in sorted(tensors.items())}
+    header: dict[str, object] = {"__metadata__": metadata}
+    offset = 0
+    for name, a in arrays.items():
+        if a.dtype not in _DTYPES:
+            raise TypeError(f"checkpoint tensor '{name}': no safetensors dtype for {a.dtype}")
+        header[name] = {
+            "dtype": _DTYPES[a.dtype],
+            "shape": list(a.shape),
+            "data_offsets": [offset, offset + a.nbytes],
+        }
+        offset += a.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    f.write(len(text).to_bytes(8, "little"))
+    f.write(text)
+    for a in arrays.values():
+        if a.size:
+            f.write(a.reshape(-1).view(np.uint8).data)
+
+
+def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(temporary, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import enum
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -111,19 +111,41 @@ def _with_loss(
     return model, name
 
 
-def _lifted(model: onnx.ModelProto, parameters: Sequence[str]) -> onnx.ModelProto:
-    """The model with ``parameters`` moved from initializers to graph inputs (after the user's
-    inputs), fed from the checkpoint by the training API."""
-    graph = model.graph
-    kept = [i for i in graph.initializer if i.name not in set(parameters)]
-    by_name = {i.name: i for i in graph.initializer}
-    present = [p for p in parameters if p in by_name]
+def _without_parameters(
+    model: onnx.ModelProto, parameters: Sequence[str]
+) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A copy of the model without the initializers ``parameters`` (copying everything else, never
+    their data), and those initializers, in the model's order: the source's own messages."""
+    names = set(parameters)
+    weights = {i.name: i for i in model.graph.initializer if i.name in names}
+    light = onnx.ModelProto()
+    for descriptor, value in model.ListFields():
+        if descriptor.name != "graph":
+            _copy_field(light, descriptor, value)
+    for descriptor, value in model.graph.ListFields():
+        if descriptor.name == "initializer":
+            light.graph.initializer.extend(i for i in value if i.name not in names)
+        else:
+            _copy_field(light.graph, descriptor, value)
+    return light, weights
+
+
+def _copy_field(message, descriptor, value) -> None:
+    target = getattr(message, descriptor.name)
+    if descriptor.is_repeated:
+        target.extend(value)
+    elif descriptor.type == descriptor.TYPE_MESSAGE:
+        target.CopyFrom(value)
+    else:
+        setattr(message, descriptor.name, value)
+
+
+def _parameters_as_inputs(graph: onnx.GraphProto, weights: Mapping[str, onnx.TensorProto]) -> None:
+    """The parameters declared as graph inputs (after the user's inputs), fed from the
+    checkpoint by the training API."""
     graph.input.extend(
-        helper.make_tensor_value_info(p, by_name[p].data_type, list(by_name[p].dims)) for p in present
+        helper.make_tensor_value_info(n, w.data_type, list(w.dims)) for n, w in weights.items()
     )
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    return model
 
 
 def pruned(model: onnx.ModelProto, outputs: Sequence[str]) -> onnx.ModelProto:
@@ -249,11 +271,14 @@ def generate_artifacts(
     trainable, frozen = split_parameters(source, requires_grad, frozen_params)
     if not trainable:
         raise GradientError("no parameter requires a gradient")
-    with_loss, loss_name = _with_loss(source, loss, loss_output_name)
+    # The parameters' values never enter the passes below, whatever their size (protobuf cannot
+    # serialize a model past 2 GB, and fusion, differentiation and shape inference copy it).
+    light, weights = _without_parameters(source, [*trainable, *frozen])
+    with_loss, loss_name = _with_loss(light, loss, loss_output_name)
     _shapes_from_one_source(with_loss.graph)
+    _parameters_as_inputs(with_loss.graph, weights)
     forward = fuse_patterns(with_loss, keep=[*trainable, *frozen]) if fuse else with_loss
-    initializers = _float_initializers(forward)
-    parameters = [n for n in initializers if n in set(trainable) | set(frozen)]
+    parameters = list(weights)
     forward = autocast(forward, precision, parameters)
     scale = LOSS_SCALE if precision in LOSS_SCALED else None
     training = build_training_model(forward, loss_name, trainable, fuse=False, loss_scale=scale)
@@ -271,20 +296,18 @@ def generate_artifacts(
     paths = artifact_paths(artifact_directory or ".", prefix)
     paths["training"].parent.mkdir(parents=True, exist_ok=True)
     for key, graph_model in (("training", training), ("eval", evaluation)):
-        lifted = _lifted(graph_model, parameters)
-        onnx.checker.check_model(lifted)
-        onnx.save(lifted, paths[key])
+        onnx.checker.check_model(graph_model)
+        onnx.save(graph_model, paths[key])
     if optimizer is None:
         del paths["optimizer"]
     else:
         options = optimizer.value() if isinstance(optimizer, OptimType) else optimizer
         types = {
-            n: helper.make_tensor_type_proto(initializers[n].data_type, list(initializers[n].dims))
-            for n in trainable
+            n: helper.make_tensor_type_proto(weights[n].data_type, list(weights[n].dims)) for n in trainable
         }
         onnx.save(optimizer_model(types, options), paths["optimizer"])
     contents = Contents(
-        parameters={n: numpy_helper.to_array(initializers[n]) for n in parameters},
+        parameters={n: numpy_helper.to_array(weights[n]) for n in parameters},
         requires_grad={n: n in set(trainable) for n in parameters},
     )
     write(paths["checkpoint"], contents)

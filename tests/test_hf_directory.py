@@ -356,3 +356,28 @@ def test_a_directory_without_a_tokenizer_trains_on_bytes_when_its_vocabulary_all
     else:
         assert result.returncode == 2 and "cannot take bytes" in result.stderr
         assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_model_past_two_gigabytes_trains_and_comes_back(tmp_path):
+    """By hand (``pytest -m slow -k two_gigabytes``; about 3 minutes and 17 GB here): a 597M-parameter
+    Qwen2 (2.39 GB of float32 weights, past protobuf's 2 GB) trains a step through the CLI, and
+    the directory it writes loads. docs/PERFORMANCE.md has the figures."""
+    import resource
+
+    source, out = tmp_path / "model", tmp_path / "out"
+    config = transformers.Qwen2Config(
+        hidden_size=2048, intermediate_size=5504, num_hidden_layers=12, num_attention_heads=16,
+        num_key_value_heads=4, head_dim=128, vocab_size=32000, max_position_embeddings=64,
+        tie_word_embeddings=True, use_cache=False,
+    )  # fmt: skip
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(source)
+    assert (source / "model.safetensors").stat().st_size > 2**31
+    result = cli(source, "--data", *DATA, "--steps", 1, "--batch", 1, "--seq", 16, "--out", out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    print(
+        result.stdout,
+        f"child peak RSS {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20:.1f} GB",
+    )
+    model, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info

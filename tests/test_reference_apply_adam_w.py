@@ -32,6 +32,8 @@ def test_the_reference_reads_float32_attributes_as_the_decimals_torch_users_wrot
     rng = np.random.default_rng()
     values = [0.9, 0.999, 0.95, 0.98, 0.01, 0.1, 0.0, 0.5, 1.5, 0.12345678, 1e-8]
     values += [float(v) for v in rng.uniform(0, 1, 20).astype(np.float32)]
+    # Small ones too, which need more decimal places than significant digits (4.233382e-05).
+    values += [4.233382e-05] + [float(v) for v in (10 ** rng.uniform(-8, 0, 20)).astype(np.float32)]
     for value in values:
         node = helper.make_node("TorchDecimal", [], ["y"], domain=helper_function.domain, value=value)
         graph = helper.make_graph(

@@ -52,17 +52,23 @@ def AdamWRules(param, exp_avg, exp_avg_sq, grad, step, lr, maximize: int):
     return shape, t, learning_rate
 
 
-# Decimal places tried: a float32 in [0.1, 1) needs up to nine.
-PLACES = [10.0**k for k in range(1, 11)]
+# Significant digits tried, one either side of float32's nine: they are counted from the
+# value's decimal exponent, which a float log10 may put one off near a power of ten.
+DIGITS = [float(k) for k in range(0, 12)]
 
 
 @script(opset=ascend, default_opset=op)
 def TorchDecimal(value: float):
-    """The float64 a torch user wrote for a float32 attribute (0.999 for 0.99900001287):
-    the decimal of fewest places that rounds to the float32, as the native kernel's shortest
-    round trip finds it; the float32's exact value where no place count up to ten does."""
+    """The float64 a torch user wrote for a float32 attribute (0.999 for 0.99900001287, 4.2e-05
+    for 4.19999997e-05): the decimal of fewest significant digits that rounds to the float32, as
+    the native kernel's shortest round trip finds it; the float32's exact value where none does."""
     exact = op.Cast(op.Constant(value_float=value), to=DOUBLE.dtype)
-    scales = op.Cast(op.Constant(value_floats=PLACES), to=DOUBLE.dtype)  # powers of ten, exact
+    one = op.Cast(op.Constant(value_float=1.0), to=DOUBLE.dtype)
+    ten = op.Cast(op.Constant(value_float=10.0), to=DOUBLE.dtype)
+    zero = op.Equal(exact, op.Cast(op.Constant(value_float=0.0), to=DOUBLE.dtype))
+    exponent = op.Floor(op.Log(op.Where(zero, one, op.Abs(exact))) / op.Log(ten))
+    # k digits: a scale of 10^(k - 1 - exponent), exact for the attributes' values (below 10).
+    scales = op.Pow(ten, op.Cast(op.Constant(value_floats=DIGITS), to=DOUBLE.dtype) - one - exponent)
     rounded = op.Round(exact * scales) / scales
     candidates = op.Concat(rounded, op.Reshape(exact, op.Constant(value_ints=[1])), axis=0)
     found = op.Equal(op.Cast(candidates, to=FLOAT.dtype), op.Constant(value_float=value))

@@ -90,6 +90,11 @@ class Parameter:
             )
         self._value.update_inplace(np.ascontiguousarray(array))
 
+    def view(self) -> np.ndarray:
+        """The parameter's buffer itself as NumPy (bfloat16's a copy), valid until the next step
+        writes it: for a caller that copies it anyway (a save), without a copy of its own."""
+        return _as_numpy(self._value)
+
     @property
     def grad(self) -> np.ndarray | None:
         """The gradient the module last computed or accumulated; None before its first call."""
@@ -180,7 +185,7 @@ class CheckpointState:
         file at ``checkpoint_uri`` whole. The tensors are written from ONNX Runtime's buffers
         themselves, with no copy."""
         contents = Contents(
-            parameters={name: _as_numpy(p._value) for name, p in state.parameters.items()},
+            parameters={name: p.view() for name, p in state.parameters.items()},
             requires_grad={name: p.requires_grad for name, p in state.parameters.items()},
             properties=dict(state.properties),
             loss_scale=dict(state._loss_scale) if state._loss_scale is not None else None,

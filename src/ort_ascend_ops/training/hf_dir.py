@@ -57,13 +57,14 @@ class HfModel:
 
     def save(self, parameters: dict, out: Path) -> list[str]:
         """Writes the Hugging Face directory of ``parameters`` (name -> NumPy array, the
-        checkpoint's) into ``out``: config, safetensors weights in the stored type, tokenizer, and
+        checkpoint's, read only) into ``out``: config, safetensors weights in the stored type, tokenizer, and
         the generation config where the input had one. Everything is written to a staging folder
         first, so a failure (a full disk) leaves what ``out`` held. Returns the files written."""
         import torch
 
         model = self.model
-        loaded = {name: torch.from_numpy(value.copy()) for name, value in parameters.items()}
+        # load_state_dict copies into the model's own tensors: the views need no copy of their own.
+        loaded = {name: torch.from_numpy(value) for name, value in parameters.items()}
         missing, unexpected = model.load_state_dict(loaded, strict=False)  # type: ignore[attr-defined]
         if unexpected:
             raise ModelDirectoryError(f"the checkpoint holds weights the model has not: {sorted(unexpected)}")

@@ -318,6 +318,7 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
         state = CheckpointState.load_checkpoint(checkpoint)
         _check_resumable(state, settings, checkpoint)
     paths = artifacts_for(model, settings)
+    say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
     if not resuming:
         state = CheckpointState.load_checkpoint(paths["checkpoint"])
     done = int(state.properties.get("step", 0))
@@ -395,7 +396,7 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
     plot(history, out / LOSS_CURVE, say, model.vocab_size if isinstance(model, HfModel) else 256)
     if isinstance(model, HfModel) and not interrupt.requested:
         try:
-            written = model.save({n: p.data for n, p in state.parameters.items()}, out)
+            written = model.save({n: p.view() for n, p in state.parameters.items()}, out)
         except OSError as e:
             raise SettingsError(
                 f"writing the Hugging Face model into {out} failed ({e.strerror or e}); {_intact(checkpoint)}, "

@@ -360,7 +360,7 @@ def test_a_directory_without_a_tokenizer_trains_on_bytes_when_its_vocabulary_all
 
 @pytest.mark.slow
 def test_a_model_past_two_gigabytes_trains_and_comes_back(tmp_path):
-    """By hand (``pytest -m slow -k two_gigabytes``; about 3 minutes and 17 GB here): a 597M-parameter
+    """By hand (``pytest -m slow -k two_gigabytes``; 93 s and 12.5 GB here): a 597M-parameter
     Qwen2 (2.39 GB of float32 weights, past protobuf's 2 GB) trains a step through the CLI, and
     the directory it writes loads. docs/PERFORMANCE.md has the figures."""
     import resource

@@ -1,5 +1,11 @@
 """Models and buffers the tests build by hand: a node without the schema's checks, tensors placed
-at chosen offsets in a page, and raw bytes for bit-for-bit comparisons."""
+at chosen offsets in a page, and raw bytes for bit-for-bit comparisons, the plain loops' against
+the AVX2 paths' included."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 from onnx import helper
@@ -69,3 +75,34 @@ def run_placed(op_name, inputs, attrs, outputs, input_offset, output_offset):
         binding.bind_ortvalue_output(name, ortvalue_view(array))
     session.run_with_iobinding(binding)
     return list(results.values())
+
+
+_BASELINE_CHILD = """
+import importlib, sys
+import numpy as np
+outputs = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])(np.random.default_rng(int(sys.argv[3])))
+np.savez(sys.argv[4], *[np.asarray(o).view(np.uint8) for o in outputs])
+"""
+
+
+def assert_plain_loops_give_avx2_bits(outputs, tmp_path):
+    """``outputs(rng)``, a module-level function of a test module returning a list of arrays, run
+    through the AVX2 paths (this process) and the plain loops (a child with
+    ORT_ASCEND_OPS_ISA=baseline) from one fresh seed: the same bits."""
+    seed, path = int(np.random.default_rng().integers(1 << 30)), tmp_path / "baseline.npz"
+    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
+    child = [
+        sys.executable,
+        "-c",
+        _BASELINE_CHILD,
+        outputs.__module__,
+        outputs.__name__,
+        str(seed),
+        str(path),
+    ]
+    subprocess.run(child, env=env, cwd=Path(__file__).parent, check=True)
+    ours = outputs(np.random.default_rng(seed))
+    baseline = np.load(path)
+    assert len(baseline.files) == len(ours)
+    for i, out in enumerate(ours):
+        np.testing.assert_array_equal(baseline[f"arr_{i}"], np.asarray(out).view(np.uint8))

@@ -2,17 +2,13 @@
 steps, in place under ONNX Runtime's alias map, the plain loops against the AVX2 path bit for bit,
 and its errors."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
 from engines import ENGINES, on, run
+from harness import assert_plain_loops_give_avx2_bits
 from oracles import ADAMW_PAIRS, F32, TOL, adam_w_inputs, adam_w_oracle, assert_close, pair_id
 from ort_ascend_ops.runtime import session_options
 
@@ -128,32 +124,14 @@ def test_refuses_broken_rules(engine, change, word, rng):
         run(engine, "ApplyAdamW", inputs, {})
 
 
-_BASELINE_BITS = """
-import sys
-import numpy as np
-from engines import run
-from oracles import ADAMW_PAIRS, adam_w_inputs
-rng = np.random.default_rng(int(sys.argv[1]))
-outputs = []
-for pair in ADAMW_PAIRS:
-    for attrs in ({}, {"beta1": 0.3, "maximize": 1}):
-        outputs += run("native", "ApplyAdamW", adam_w_inputs(rng, (3, 1111), *pair, step=7), attrs)
-np.savez(sys.argv[2], *[o.view(np.uint8) for o in outputs])
-"""
+def adam_w_outputs(rng):
+    """Every (TP, T) pair and both lerp forms, for the ISA comparison."""
+    outputs = []
+    for pair in ADAMW_PAIRS:
+        for attrs in ({}, {"beta1": 0.3, "maximize": 1}):
+            outputs += run("native", "ApplyAdamW", adam_w_inputs(rng, (3, 1111), *pair, step=7), attrs)
+    return outputs
 
 
 def test_the_plain_loops_give_the_avx2_paths_bits(tmp_path):
-    """The same step through the AVX2 path (this process) and the plain loops (a child with
-    ORT_ASCEND_OPS_ISA=baseline), every (TP, T) pair and both lerp forms, bit for bit."""
-    seed, path = int(np.random.default_rng().integers(1 << 30)), tmp_path / "baseline.npz"
-    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
-    cwd = Path(__file__).parent
-    subprocess.run([sys.executable, "-c", _BASELINE_BITS, str(seed), str(path)], env=env, cwd=cwd, check=True)
-    rng, ours = np.random.default_rng(seed), []
-    for pair in ADAMW_PAIRS:
-        for attrs in ({}, {"beta1": 0.3, "maximize": 1}):
-            ours += run("native", "ApplyAdamW", adam_w_inputs(rng, (3, 1111), *pair, step=7), attrs)
-    baseline = np.load(path)
-    assert len(baseline.files) == len(ours)
-    for i, out in enumerate(ours):
-        np.testing.assert_array_equal(baseline[f"arr_{i}"], out.view(np.uint8))
+    assert_plain_loops_give_avx2_bits(adam_w_outputs, tmp_path)

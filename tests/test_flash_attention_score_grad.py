@@ -2,11 +2,6 @@
 modes, masks, bands, GQA groups, Dv != D, several tiles and ragged TND batches; the native
 kernel's bits on any thread count and ISA path, and its grad-only errors."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -15,7 +10,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from cases.flash_attention_score_grad import magnitude
 from engines import ENGINES, on, run
 from fuzzing import close
-from harness import bits, raw_model
+from harness import assert_plain_loops_give_avx2_bits, bits, raw_model
 from oracles import (
     BF16,
     F16,
@@ -139,21 +134,6 @@ def test_bit_identical_for_any_thread_count(t, rng):
     assert [bits(a) for a in runs[1]] == [bits(a) for a in runs[0]] == [bits(a) for a in runs[2]]
 
 
-_BASELINE_BITS = """
-import sys
-import numpy as np
-from engines import run
-from ort_ascend_ops.runtime import session_options
-from oracles import BF16, F16, F32, flash_attention_inputs
-rng = np.random.default_rng(int(sys.argv[1]))
-outputs = []
-for layout, t, sizes in {cases}:
-    inputs, attrs = flash_attention_inputs(
-        rng, layout, {{t.name: t for t in (F32, F16, BF16)}}[t], grad=True, **sizes
-    )
-    outputs += run("native", "FlashAttentionScoreGrad", inputs, attrs)
-np.savez(sys.argv[2], *[np.asarray(o).view(np.uint8) for o in outputs])
-"""
 _ISA_CASES = [
     ("BSND", F32, {"s1": 70, "s2": 141, "mask": "bn", "pre_tokens": 40, "next_tokens": 30}),
     ("TND", F16, {"lengths_q": (5, 75), "lengths_kv": (130, 141), "sparse_mode": 3, "dv": 13}),
@@ -161,22 +141,17 @@ _ISA_CASES = [
 ]
 
 
-def test_the_plain_loops_give_the_avx2_paths_bits(tmp_path):
-    """The same calls through the AVX2 paths (this process) and the plain loops (a child with
-    ORT_ASCEND_OPS_ISA=baseline), every dtype, bit for bit."""
-    seed, path = int(np.random.default_rng().integers(1 << 30)), tmp_path / "baseline.npz"
-    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
-    script = _BASELINE_BITS.format(cases=repr([(lay, t.name, sizes) for lay, t, sizes in _ISA_CASES]))
-    cwd = Path(__file__).parent
-    subprocess.run([sys.executable, "-c", script, str(seed), str(path)], env=env, cwd=cwd, check=True)
-    rng, ours = np.random.default_rng(seed), []
+def isa_outputs(rng):
+    """The ISA comparison's calls: every dtype."""
+    outputs = []
     for layout, t, sizes in _ISA_CASES:
         inputs, attrs = flash_attention_inputs(rng, layout, t, grad=True, **sizes)
-        ours += run("native", OP, inputs, attrs)
-    baseline = np.load(path)
-    assert len(baseline.files) == len(ours)
-    for i, out in enumerate(ours):
-        np.testing.assert_array_equal(baseline[f"arr_{i}"], np.asarray(out).view(np.uint8))
+        outputs += run("native", OP, inputs, attrs)
+    return outputs
+
+
+def test_the_plain_loops_give_the_avx2_paths_bits(tmp_path):
+    assert_plain_loops_give_avx2_bits(isa_outputs, tmp_path)
 
 
 def _cut(name, axis, keep):

@@ -2,17 +2,13 @@
 torch's own unscale_ kernel, in place under ONNX Runtime's alias map, the plain loops against the
 AVX2 path bit for bit, and its errors."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
 from engines import ENGINES, on, run
+from harness import assert_plain_loops_give_avx2_bits
 from oracles import F32, TOL, UNSCALE_TYPES, assert_close, unscale_inputs, unscale_oracle
 from ort_ascend_ops.runtime import _as_numpy, ortvalue_view, session_options
 
@@ -132,32 +128,14 @@ def test_refuses_broken_rules(engine, change, word, rng):
         run(engine, OP, change(unscale_inputs(rng, (6,), F32)))
 
 
-_BASELINE_BITS = """
-import sys
-import numpy as np
-from engines import run
-from oracles import UNSCALE_TYPES, unscale_inputs
-rng = np.random.default_rng(int(sys.argv[1]))
-outputs = []
-for t in UNSCALE_TYPES:
-    for poison in (None, np.nan):
-        outputs += run("native", "NonFiniteCheckAndUnscale", unscale_inputs(rng, (3, 1111), t, poison=poison))
-np.savez(sys.argv[2], *[o.view(np.uint8) for o in outputs])
-"""
+def unscale_outputs(rng):
+    """Every type, with and without a NaN, for the ISA comparison."""
+    outputs = []
+    for t in UNSCALE_TYPES:
+        for poison in (None, np.nan):
+            outputs += run("native", OP, unscale_inputs(rng, (3, 1111), t, poison=poison))
+    return outputs
 
 
 def test_the_plain_loops_give_the_avx2_paths_bits(tmp_path):
-    """The same calls through the AVX2 path (this process) and the plain loops (a child with
-    ORT_ASCEND_OPS_ISA=baseline), every type, bit for bit."""
-    seed, path = int(np.random.default_rng().integers(1 << 30)), tmp_path / "baseline.npz"
-    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
-    cwd = Path(__file__).parent
-    subprocess.run([sys.executable, "-c", _BASELINE_BITS, str(seed), str(path)], env=env, cwd=cwd, check=True)
-    rng, ours = np.random.default_rng(seed), []
-    for t in UNSCALE_TYPES:
-        for poison in (None, np.nan):
-            ours += run("native", OP, unscale_inputs(rng, (3, 1111), t, poison=poison))
-    baseline = np.load(path)
-    assert len(baseline.files) == len(ours)
-    for i, out in enumerate(ours):
-        np.testing.assert_array_equal(baseline[f"arr_{i}"], out.view(np.uint8))
+    assert_plain_loops_give_avx2_bits(unscale_outputs, tmp_path)

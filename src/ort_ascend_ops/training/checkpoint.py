@@ -137,17 +137,33 @@ def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
             stale.unlink()
 
 
+def _metadata(f, path) -> Mapping[str, str]:
+    metadata: Mapping[str, str] = f.metadata() or {}
+    if metadata.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an ort_ascend_ops checkpoint (no '{FORMAT}' metadata)")
+    if metadata.get("version") != VERSION:
+        raise ValueError(f"{path}: checkpoint version {metadata.get('version')!r}, this reads {VERSION}")
+    return metadata
+
+
+def read_properties(path: str | os.PathLike) -> dict:
+    """The checkpoint's properties alone, from its header: no tensor is read."""
+    try:
+        with safetensors.safe_open(str(path), framework="numpy") as f:
+            metadata = _metadata(f, path)
+    except safetensors.SafetensorError as error:
+        raise ValueError(f"{path}: not a readable safetensors file: {error}") from None
+    try:
+        return dict(json.loads(metadata["properties"]))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: malformed checkpoint metadata ({type(error).__name__}: {error})") from None
+
+
 def read(path: str | os.PathLike) -> Contents:
     """The checkpoint at ``path``; ``ValueError`` naming the file when it is not one of ours."""
     try:
         with safetensors.safe_open(str(path), framework="numpy") as f:
-            metadata: Mapping[str, str] = f.metadata() or {}
-            if metadata.get("format") != FORMAT:
-                raise ValueError(f"{path}: not an ort_ascend_ops checkpoint (no '{FORMAT}' metadata)")
-            if metadata.get("version") != VERSION:
-                raise ValueError(
-                    f"{path}: checkpoint version {metadata.get('version')!r}, this reads {VERSION}"
-                )
+            metadata = _metadata(f, path)
             tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 (safe_open has no iterator)
     except safetensors.SafetensorError as error:
         raise ValueError(f"{path}: not a readable safetensors file: {error}") from None

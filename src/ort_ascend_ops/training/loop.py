@@ -22,6 +22,7 @@ import onnx
 
 from .api import CheckpointState, Module, Optimizer, clip_grad_norm_
 from .artifacts import artifact_paths, generate_artifacts
+from .checkpoint import read_properties
 from .data import Corpus
 from .hf_dir import HfModel
 from .optim import AdamW
@@ -278,7 +279,7 @@ def _check_out(model: Model, settings: Settings, checkpoint: Path) -> None:
     """Refuses an --out whose checkpoint is another model's run: neither resumed nor overwritten."""
     if not checkpoint.exists() or not isinstance(model, HfModel):
         return
-    recorded = CheckpointState.load_checkpoint(checkpoint).properties.get("model")
+    recorded = read_properties(checkpoint).get("model")
     if recorded is not None and recorded != model.identity:
         raise SettingsError(
             f"--out {settings.out} holds the run of another model ({recorded}; this one is {model.identity}): "
@@ -411,7 +412,7 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
 def _intact(checkpoint: Path) -> str:
     if not checkpoint.exists():
         return "no checkpoint was written before"
-    step = CheckpointState.load_checkpoint(checkpoint).properties.get("step", 0)
+    step = read_properties(checkpoint).get("step", 0)
     return f"the checkpoint of step {step} in {checkpoint} is intact"
 
 

@@ -28,12 +28,19 @@ def texts():
     return [Path(p).read_text() for p in DATA]
 
 
-def cli(*args, cwd=None):
+def cli(*args, file_size_limit=None):
+    """``train`` in a child process; ``file_size_limit``: bytes no file may grow past
+    (RLIMIT_FSIZE, as a full disk: writes fail with EFBIG)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
     return subprocess.run(
         [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
         capture_output=True,
         text=True,
-        cwd=cwd,
+        preexec_fn=None if file_size_limit is None else limit,
         timeout=900,
     )
 
@@ -249,22 +256,6 @@ def test_jsonl_globs_and_saved_datasets_give_the_same_documents(tmp_path):
         assert corpus.train.tobytes() == expected
 
 
-def _limited(args, size):
-    """The CLI in a child whose files may not grow past ``size`` bytes (RLIMIT_FSIZE: EFBIG)."""
-    import resource
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-
-    return subprocess.run(
-        [sys.executable, "-m", "ort_ascend_ops", "train", *map(str, args)],
-        capture_output=True,
-        text=True,
-        preexec_fn=limit,
-        timeout=900,
-    )
-
-
 def test_a_full_disk_during_a_checkpoint_or_the_final_save_loses_nothing(directory, tmp_path):
     """A file-size limit one byte under the checkpoint's size: the resumed run's checkpoint cannot
     be written, the error says so, and the previous one still loads. Then one under the weights'
@@ -275,7 +266,9 @@ def test_a_full_disk_during_a_checkpoint_or_the_final_save_loses_nothing(directo
     out = tmp_path / "out"
     assert cli(*train_args(directory, out, "--steps", 2, "--save-every", 2)).returncode == 0
     size = (out / "checkpoint.safetensors").stat().st_size
-    result = _limited(train_args(directory, out, "--steps", 4, "--save-every", 2, "--resume"), size - 1)
+    result = cli(
+        *train_args(directory, out, "--steps", 4, "--save-every", 2, "--resume"), file_size_limit=size - 1
+    )
     assert result.returncode == 2, result.stderr[-2000:]
     assert "writing the checkpoint of step 4" in result.stderr
     assert "the checkpoint of step 2" in result.stderr and "is intact" in result.stderr
@@ -283,7 +276,7 @@ def test_a_full_disk_during_a_checkpoint_or_the_final_save_loses_nothing(directo
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
     weights = (out / "model.safetensors").read_bytes()
-    result = _limited(train_args(directory, out, "--steps", 2, "--resume"), len(weights) - 1)
+    result = cli(*train_args(directory, out, "--steps", 2, "--resume"), file_size_limit=len(weights) - 1)
     assert result.returncode == 2, result.stderr[-2000:]
     assert (
         "writing the Hugging Face model into" in result.stderr

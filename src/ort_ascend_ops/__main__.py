@@ -80,7 +80,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .training import hf_dir
+    from .training import distributed, hf_dir
     from .training.data import Corpus
     from .training.loop import Settings, SettingsError, summary, train
 
@@ -102,6 +102,8 @@ def _train(args: argparse.Namespace) -> int:
             grad_accum=args.grad_accum,
             lr_scheduler=args.lr_scheduler,
             weight_decay=args.weight_decay,
+            zero=args.zero,
+            collective_timeout=args.collective_timeout,
         )
         model = hf_dir.load(args.model) if hf_dir.is_model_directory(args.model) else Path(args.model)
         tokenizer = getattr(model, "tokenizer", None)
@@ -110,14 +112,22 @@ def _train(args: argparse.Namespace) -> int:
             if args.data
             else Corpus.python_stdlib(tokenizer=tokenizer)
         )
-        print(f"data: {corpus.describe()}")
+        rank, world = distributed.environment()
+        if rank == 0:
+            print(f"data: {corpus.describe()}")
         if not isinstance(model, hf_dir.HfModel) and not model.is_file():
             raise SettingsError(f"{model}: no such ONNX model or Hugging Face directory")
         history = train(model, corpus, settings)
     except (SettingsError, ValueError, OSError) as error:  # hf_dir's and the data's errors are ValueErrors
         print(f"train: {error}", file=sys.stderr)
         return 2
-    print(summary(history, settings))
+    except distributed.RankLostError as error:
+        print(f"train: {error}", file=sys.stderr)
+        return 1
+    finally:
+        distributed.leave()
+    if rank == 0:
+        print(summary(history, settings, world))
     return 0
 
 
@@ -165,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument(
         "--steps", type=int, default=300, help="total optimizer steps (a resumed run included)"
     )
-    train.add_argument("--batch", type=int, default=8, help="sequences per step")
+    train.add_argument("--batch", type=int, default=8, help="sequences per step (of each process under torchrun)")
     train.add_argument("--seq", type=int, default=128, help="tokens per sequence")
     train.add_argument(
         "--grad-accum", type=int, default=1, help="micro-batches of --batch per step, averaged"
@@ -193,6 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     train.add_argument(
         "--threads", type=int, default=0, help="intra-op thread count (0: ONNX Runtime's default)"
+    )
+    train.add_argument(
+        "--zero",
+        type=int,
+        default=0,
+        help="under torchrun, 1 shards the AdamW states over the processes (ZeRO stage 1)",
+    )
+    train.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=300.0,
+        help="under torchrun, seconds a collective waits for a stalled process before failing",
     )
     train.set_defaults(func=_train)
 

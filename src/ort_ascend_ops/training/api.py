@@ -9,8 +9,10 @@ a second buffer that then takes the first one's place, so each updated value cos
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +31,7 @@ from ..runtime import (
     ortvalue_view,
     session_options,
 )
+from . import distributed
 from .artifacts import pruned
 from .buffers import Buffers
 from .checkpoint import Contents, check_property, read, write
@@ -45,6 +48,7 @@ from .optim import (
     clip_model,
     from_metadata,
     in_place,
+    optimizer_model,
     state_name,
     unscale_model,
     updated,
@@ -59,6 +63,13 @@ def _elem_type(value: ort.OrtValue) -> int:
 def _dtype(value: ort.OrtValue) -> np.dtype:
     """The value's NumPy dtype, read without copying the tensor out."""
     return np.dtype(helper.tensor_dtype_to_np_dtype(_elem_type(value)))
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _zeros_like(value: ort.OrtValue) -> ort.OrtValue:
@@ -299,7 +310,15 @@ class Module:
     ``device``: ``"cpu"``, or ``"npu"`` / ``"npu:N"``, where the training and eval sessions and the
     optimizer's run on the CANN execution provider (our nodes as its aclnn kernels, in the graph's
     precision; other nodes where ONNX Runtime places them). Parameters, gradients and states stay
-    in host memory, copied to the device and back by ONNX Runtime each run."""
+    in host memory, copied to the device and back by ONNX Runtime each run.
+
+    Data parallel, as torch's ``DistributedDataParallel``: with ``process_group`` given, or
+    torch.distributed's default group once it is initialized, every rank starts from rank 0's
+    state (parameters, properties, loss scale: broadcast here) after the ranks checked they run
+    the same model and package versions, and each training call ends with the gradients averaged
+    over the ranks (``distributed``'s buckets), fp16-mixed's overflow flag shared, so that every
+    rank takes the same step. Inside ``no_sync()`` the calls accumulate locally; the first call
+    after it averages what they accumulated."""
 
     def __init__(
         self,
@@ -312,6 +331,7 @@ class Module:
         native: bool = True,
         session_options: ort.SessionOptions | None = None,
         loss_scaling: LossScaling | None = None,
+        process_group=None,
     ):
         device_providers(device)  # an unknown or absent device named before any work
         self._state, self._device = state, device
@@ -339,6 +359,45 @@ class Module:
             raise ValueError("loss_scaling: this training model takes no loss scale (fp16-mixed's does)")
         self._found_inf = False  # since the gradients were last reset
         self._unscaler: ort.InferenceSession | None = None
+        self._ranks = distributed.current(process_group)
+        self._sync = True
+        if self._ranks is not None:
+            self._start_from_rank0()
+
+    def _start_from_rank0(self) -> None:
+        ranks, state = self._ranks, self._state
+        assert ranks is not None
+        shapes = {p: (_dtype(v._value).name, *v._value.shape()) for p, v in state.parameters.items()}
+        ranks.agree(
+            {
+                "the parameters (names, types and shapes)": str(sorted(shapes.items())),
+                "the training model's inputs": str(self._train.user_inputs),
+                "ort_ascend_ops": _version("ort_ascend_ops"),
+                "onnxruntime": ort.__version__,
+                "torch": _version("torch"),
+            }
+        )
+        views = [p.view() for p in state.parameters.values()]
+        ranks.broadcast(views, [0] * len(views), "the parameters' broadcast from rank 0")
+        properties, scale = ranks.from_rank0((dict(state.properties), state._loss_scale), "rank 0's state")
+        state.properties.clear()
+        state.properties.update(properties)
+        state._loss_scale = scale
+
+    @property
+    def ranks(self) -> distributed.Ranks | None:
+        """The processes this module averages its gradients over; None in one process."""
+        return self._ranks
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Training calls inside accumulate their gradients on this rank alone (the micro-batches
+        before the last of a step), as DDP's ``no_sync``."""
+        previous, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = previous
 
     def train(self, mode: bool = True) -> Module:
         self._training = mode
@@ -404,6 +463,10 @@ class Module:
         if accumulate:
             self._accumulate()
         self._reset_pending = False
+        if self._ranks is not None and self._sync:
+            assert self._grads is not None
+            found = self._ranks.average(self._grads.arrays, self._found_inf if program.scaled else None)
+            self._found_inf = found if program.scaled else self._found_inf
         return program.results(binding)
 
     def scale_grads(self, factor: float) -> None:
@@ -462,14 +525,29 @@ class Module:
         onnx.save(model, Path(inference_model_uri))
 
 
+ZERO_STAGES = (0, 1)
+
+
 class Optimizer:
     """Runs the optimizer model over the module's trainable parameters. The learning rate starts
     at the optimizer's default (``lr`` of ``optim.AdamW`` or ``optim.SGD`` given to
     ``generate_artifacts``) unless the checkpoint holds one. ``session_options``: the module's
-    unless given (to profile one session and not the other, say)."""
+    unless given (to profile one session and not the other, say).
+
+    Under a data-parallel module every rank starts from rank 0's step, learning rate and states.
+    ``zero=1`` shards the states as ZeRO stage 1 (torch's ``ZeroRedundancyOptimizer`` over DDP):
+    each rank holds the states of, and updates, a contiguous run of about 1/N of the parameters'
+    elements (``distributed.shards``), from the gradients the module averaged on every rank; each
+    shard's parameters are then broadcast from its rank. ``consolidated()`` gathers the states to
+    rank 0 for a checkpoint."""
 
     def __init__(
-        self, optimizer_model_uri, module: Module, *, session_options: ort.SessionOptions | None = None
+        self,
+        optimizer_model_uri,
+        module: Module,
+        *,
+        session_options: ort.SessionOptions | None = None,
+        zero: int = 0,
     ):
         model = (
             onnx.load(optimizer_model_uri)
@@ -479,6 +557,21 @@ class Optimizer:
         self.options = from_metadata(model)
         self._module = module
         state = module._state
+        if zero not in ZERO_STAGES:
+            raise ValueError(f"zero: the stages are {ZERO_STAGES} (1 shards the optimizer states), got {zero}")
+        ranks = module._ranks
+        trained = [p for p in state.parameters.keys() if p in {i.name for i in model.graph.input}]
+        # ZeRO stage 1: each rank updates, and holds the states of, a contiguous 1/N of them.
+        self._owners = distributed.shards(
+            [int(np.prod(state.parameters[p]._value.shape(), dtype=np.int64)) for p in trained],
+            ranks.size if zero and ranks is not None else 1,
+        )
+        self._trained = trained
+        rank = ranks.rank if zero and ranks is not None else 0
+        self._names = [p for p, o in zip(trained, self._owners, strict=True) if o == rank]
+        if zero and ranks is not None and self._names:
+            types = {i.name: i.type for i in model.graph.input}
+            model = optimizer_model({p: types[p] for p in self._names}, self.options)
         options = session_options or module._options
         # In place needs our kernel's alias map and sequential execution: our own options, on the
         # CPU. On a device the inputs are copied there before a node runs, so every update may be
@@ -486,18 +579,22 @@ class Optimizer:
         on_cpu = module._device == "cpu"
         self._in_place = in_place(model) if module._native and options is None and on_cpu else None
         self._own_buffers = self._in_place is None and (type(self.options) in OWN_BUFFERS or not on_cpu)
-        self._session = _session(
-            self._in_place or model, module._threads, module._native, options, module._device
+        # A rank owning nothing (more ranks than parameters) runs no session.
+        self._session = (
+            _session(self._in_place or model, module._threads, module._native, options, module._device)
+            if self._names
+            else None
         )
-        inputs = {i.name for i in self._session.get_inputs()}
-        self._names = [p for p in state.parameters.keys() if p in inputs]
-        untrained = [p for p in module._train.grads if p not in self._names]
+        untrained = [p for p in module._train.grads if p not in trained]
         if untrained:
             raise ValueError(f"the optimizer model does not update {untrained}")
         if state._optimizer is None:
             state._optimizer = {"step": 0, "learning_rate": float(self.options.lr)}
+        if ranks is not None:
+            state._optimizer = ranks.from_rank0(state._optimizer, "rank 0's optimizer step")
         # The checkpoint's optimizer scalars, updated in place.
         self._scalars: dict = state._optimizer
+        held = all(p in state._optimizer_states.get(s, {}) for s in self.options.states for p in trained)
         for s in self.options.states:
             values = state._optimizer_states.setdefault(s, {})
             for p in self._names:
@@ -505,11 +602,62 @@ class Optimizer:
                     values[p] = _zeros_like(state.parameters[p]._value)
                 elif values[p].shape() != state.parameters[p]._value.shape():
                     raise ValueError(f"the checkpoint's {s} of '{p}' is shaped {values[p].shape()}")
+        if ranks is not None:
+            self._states_from_rank0(ranks, held)
         self._spare: dict[tuple[str, str], ort.OrtValue] = {}
 
+    def _states_from_rank0(self, ranks: distributed.Ranks, held: bool) -> None:
+        """Every rank's states set to rank 0's (a resumed checkpoint's), each on the rank that
+        owns it; rank 0 then keeps its own shard alone."""
+        states = self._module._state._optimizer_states
+        if not ranks.from_rank0(held, "rank 0's optimizer states"):
+            return  # a fresh start: zeros everywhere
+        what = "the optimizer states' scatter from rank 0"
+        for s in self.options.states:
+            for p, owner in zip(self._trained, self._owners, strict=True):
+                if len(set(self._owners)) == 1:
+                    ranks.broadcast([_as_numpy(states[s][p])], [0], what)
+                elif owner != 0 and ranks.rank == 0:
+                    ranks.send_to(_as_numpy(states[s].pop(p)), owner, what)
+                elif owner != 0 and ranks.rank == owner:
+                    ranks.receive_from(_as_numpy(states[s][p]), 0, what)
+
     @property
-    def session(self) -> ort.InferenceSession:
-        """The optimizer model's ONNX Runtime session."""
+    def zero(self) -> int:
+        """1 when the optimizer states are sharded over the ranks (ZeRO stage 1), else 0."""
+        return int(len(set(self._owners)) > 1)
+
+    @contextlib.contextmanager
+    def consolidated(self) -> Iterator[None]:
+        """Under ZeRO stage 1, rank 0 holds every rank's optimizer states inside (to save a
+        checkpoint any number of ranks resumes), as ``ZeroRedundancyOptimizer.consolidate_state_dict``
+        gathers them; every rank enters it, and rank 0's extra states are gone after it."""
+        ranks = self._module._ranks
+        if not self.zero or ranks is None:
+            yield
+            return
+        states, parameters = self._module._state._optimizer_states, self._module._state.parameters
+        gathered = []
+        what = "the optimizer states' gather to rank 0"
+        for s in self.options.states:
+            for p, owner in zip(self._trained, self._owners, strict=True):
+                if owner == 0:
+                    continue
+                if ranks.rank == owner:
+                    ranks.send_to(_as_numpy(states[s][p]), 0, what)
+                elif ranks.rank == 0:
+                    states[s][p] = _zeros_like(parameters[p]._value)
+                    ranks.receive_from(_as_numpy(states[s][p]), owner, what)
+                    gathered.append((s, p))
+        try:
+            yield
+        finally:
+            for s, p in gathered:
+                del states[s][p]
+
+    @property
+    def session(self) -> ort.InferenceSession | None:
+        """The optimizer model's ONNX Runtime session (None on a ZeRO rank that owns nothing)."""
         return self._session
 
     @property
@@ -549,7 +697,17 @@ class Optimizer:
         return True
 
     def _update(self) -> None:
+        if self._session is not None:
+            self._update_own()
+        ranks = self._module._ranks
+        if self.zero and ranks is not None:
+            views = [self._module._state.parameters[p].view() for p in self._trained]
+            ranks.broadcast(views, self._owners, "the parameters' all-gather from their shards")
+        self._scalars["step"] = self.step_count + 1
+
+    def _update_own(self) -> None:
         state = self._module._state
+        assert self._session is not None
         binding = self._session.io_binding()
         binding.bind_ortvalue_input(
             LEARNING_RATE, ortvalue_copy(np.array(self.get_learning_rate(), np.float32))
@@ -570,9 +728,9 @@ class Optimizer:
             self._step_into(binding, lambda name, state, value: value)
         else:
             self._step_into_spares(binding)
-        self._scalars["step"] = self.step_count + 1
 
     def _step_into(self, binding: ort.IOBinding, buffer_of) -> None:
+        assert self._session is not None
         """Runs the functional model, each updated value written into ``buffer_of(parameter,
         state or "", its current value)``."""
         state = self._module._state

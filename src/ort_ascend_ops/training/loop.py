@@ -3,16 +3,21 @@ ONNX export whose integer inputs all take the token window, as a Hugging Face ca
 ``input_ids`` and ``labels`` do, or a Hugging Face directory, exported here and written back at
 the end) trained on a corpus of token ids with AdamW and a warm-up schedule, in float32 or mixed
 precision, gradients accumulated over micro-batches and clipped to a norm, checkpointed every few
-steps and on Ctrl-C, resumable bit for bit."""
+steps and on Ctrl-C, resumable bit for bit. Under ``torchrun`` every process trains its rows of
+the global batch (``distributed``), rank 0 alone writing ``--out``; a worker torchrun restarts
+after a failure goes on from the last checkpoint."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
+import hashlib
 import math
 import resource
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .api import CheckpointState, Module, Optimizer, clip_grad_norm_
+from . import distributed
+from .api import ZERO_STAGES, CheckpointState, Module, Optimizer, clip_grad_norm_
 from .artifacts import artifact_paths, generate_artifacts
 from .checkpoint import read_properties
 from .data import Corpus
@@ -34,6 +40,8 @@ LOSS_CURVE = "loss_curve.png"
 _COLUMNS = ("step", "loss", "eval_loss", "learning_rate", "grad_norm", "loss_scale", "skipped", "seconds")
 # What a run records in its checkpoint and a resume must match.
 _RECORDED = ("precision", "max_grad_norm", "grad_accum", "lr_scheduler", "weight_decay")
+# What every rank must give alike (beside the model and the data).
+_AGREED = (*_RECORDED, "steps", "batch", "seq", "lr", "warmup", "seed", "save_every", "eval_every", "zero")
 SCHEDULERS = ("linear", "cosine", "constant")
 
 
@@ -60,8 +68,14 @@ class Settings:
     grad_accum: int = 1  # micro-batches of `batch` sequences per step, their gradients averaged
     lr_scheduler: str = "linear"  # after the warm-up: linear decay to 0, cosine to 0, or constant
     weight_decay: float = 0.01  # AdamW's, torch's default
+    zero: int = 0  # 1: each rank holds the optimizer states of 1/N of the parameters (ZeRO stage 1)
+    collective_timeout: float = 300.0  # seconds before a collective waiting on a stalled rank fails
 
     def __post_init__(self):
+        if self.zero not in ZERO_STAGES:
+            raise SettingsError(f"--zero must be one of {ZERO_STAGES}, got {self.zero}")
+        if not self.collective_timeout > 0:
+            raise SettingsError(f"--collective-timeout must be positive, got {self.collective_timeout}")
         if self.lr_scheduler not in SCHEDULERS:
             raise SettingsError(
                 f"--lr-scheduler must be one of {', '.join(SCHEDULERS)}, got {self.lr_scheduler!r}"
@@ -204,20 +218,22 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def summary(history: History, settings: Settings) -> str:
-    """The run on one screen: steps, tokens, time, losses, the best held-out loss and where the
-    results are."""
+def summary(history: History, settings: Settings, ranks: int = 1) -> str:
+    """The run on one screen: steps, tokens (of all ``ranks``), time, losses, the best held-out
+    loss and where the results are."""
     if not history.rows:
         return f"nothing to train: the run in {settings.out} has done its {settings.steps} steps"
     first, last = history.rows[0], history.rows[-1]
     steps = len(history.rows)
-    tokens = steps * settings.batch * settings.seq * settings.grad_accum
+    tokens = steps * _tokens_per_step(settings, ranks)
     seconds = sum(r["seconds"] for r in history.rows)
     evals = history.evals()
     best = min(evals, key=lambda e: e[1]) if evals else None
+    processes = f" by {ranks} processes" if ranks > 1 else ""
     lines = [
-        f"trained steps {first['step']}..{last['step']}: {tokens:,} tokens in {seconds:,.2f} s "
-        f"({tokens / max(seconds, 1e-9):,.0f} tokens/s), peak memory {peak_rss_mb():,.0f} MB",
+        f"trained steps {first['step']}..{last['step']}: {tokens:,} tokens{processes} in {seconds:,.2f} s "
+        f"({tokens / max(seconds, 1e-9):,.0f} tokens/s), peak memory {peak_rss_mb():,.0f} MB"
+        + (" (rank 0)" if ranks > 1 else ""),
         f"loss {first['loss']:.4f} (step {first['step']}) -> {last['loss']:.4f} (step {last['step']})",
     ]
     if best is not None:
@@ -232,25 +248,39 @@ def summary(history: History, settings: Settings) -> str:
     return "\n".join(lines)
 
 
+def _tokens_per_step(settings: Settings, ranks: int) -> int:
+    return settings.batch * settings.seq * settings.grad_accum * ranks
+
+
 def _feeds(module: Module, window: np.ndarray) -> list[np.ndarray]:
     return [window for _ in module.input_names()]
 
 
+def _rows(module: Module, corpus: Corpus, split: str, index: int, settings: Settings) -> np.ndarray:
+    """This rank's rows ``[r*b, (r+1)*b)`` of the global batch one process of ``--batch N*b``
+    takes (all of it in one process)."""
+    ranks = module.ranks
+    if ranks is None:
+        return corpus.batch(split, index, settings.batch, settings.seq, settings.seed)
+    window = corpus.batch(split, index, settings.batch * ranks.size, settings.seq, settings.seed)
+    return window[ranks.rank * settings.batch : (ranks.rank + 1) * settings.batch]
+
+
+def _mean_over_ranks(module: Module, values: list[float], what: str) -> list[float]:
+    return values if module.ranks is None else module.ranks.mean(values, what)
+
+
 def evaluate(module: Module, corpus: Corpus, settings: Settings) -> float:
-    """The mean loss over the same held-out windows every time."""
+    """The mean loss over the same held-out windows every time (over every rank's rows)."""
     module.eval()
     try:
         losses = [
-            float(
-                module(
-                    *_feeds(module, corpus.batch("held_out", i, settings.batch, settings.seq, settings.seed))
-                )
-            )
+            float(module(*_feeds(module, _rows(module, corpus, "held_out", i, settings))))
             for i in range(settings.eval_batches)
         ]
     finally:
         module.train()
-    return float(np.mean(losses))
+    return _mean_over_ranks(module, [float(np.mean(losses))], "the held-out loss's all-reduce")[0]
 
 
 Model = Path | HfModel  # an ONNX export, or a Hugging Face directory's model
@@ -260,10 +290,29 @@ def _name(model: Model) -> str:
     return model.directory.name if isinstance(model, HfModel) else Path(model).name
 
 
-def artifacts_for(model: Model, settings: Settings) -> dict[str, Path]:
-    folder = settings.out / ARTIFACTS
+def _identity(model: Model) -> str:
+    if isinstance(model, HfModel):
+        return model.identity
+    with open(model, "rb") as f:
+        return f"{Path(model).name} sha256 {hashlib.file_digest(f, 'sha256').hexdigest()[:16]}"
+
+
+def _takes(paths: dict[str, Path], batch: int, seq: int) -> bool:
+    """Whether the training model's integer inputs take ``[batch, seq]`` (an export of a fixed
+    batch does not take another)."""
+    graph = onnx.load(paths["training"], load_external_data=False).graph
+    for value in graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.type.tensor_type.elem_type == onnx.TensorProto.INT64 and len(dims) == 2:
+            if any(d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, (batch, seq), strict=True)):
+                return False
+    return True
+
+
+def artifacts_for(model: Model, settings: Settings, folder: Path | None = None) -> dict[str, Path]:
+    folder = folder or settings.out / ARTIFACTS
     paths = artifact_paths(folder)
-    if settings.resume and all(p.exists() for p in paths.values()):
+    if settings.resume and all(p.exists() for p in paths.values()) and _takes(paths, settings.batch, settings.seq):
         return paths
     exported = model.export(settings.batch, settings.seq) if isinstance(model, HfModel) else onnx.load(model)
     return generate_artifacts(
@@ -297,10 +346,8 @@ def _check_resumable(state: CheckpointState, settings: Settings, checkpoint: Pat
             )
 
 
-def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=print) -> History:
-    """Trains (or, with ``settings.resume``, goes on training) the model; returns every step's row.
-    A Hugging Face model's directory is written into ``settings.out`` at the end."""
-    model = model if isinstance(model, HfModel) else Path(model)
+def _check(model: Model, corpus: Corpus, settings: Settings, checkpoint: Path, rank0: bool):
+    """The run's own checks; on rank 0 the checkpoint to resume (None for a fresh start)."""
     try:
         corpus.check_window(settings.seq)
     except ValueError as e:
@@ -310,22 +357,70 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
             f"the data's token ids reach {corpus.vocabulary_needed() - 1}, past {model.directory}'s vocabulary "
             f"of {model.vocab_size}"
         )
+    if not rank0:
+        return None
+    _check_out(model, settings, checkpoint)
+    settings.out.mkdir(parents=True, exist_ok=True)
+    if not (settings.resume and checkpoint.exists()):
+        return None
+    state = CheckpointState.load_checkpoint(checkpoint)
+    _check_resumable(state, settings, checkpoint)
+    return state
+
+
+def _start(model: Model, corpus: Corpus, settings: Settings, checkpoint: Path, ranks):
+    """``_check``'s result, the ranks agreeing first that each passed its checks and that they
+    run the same model, data and settings."""
+    rank0 = ranks is None or ranks.rank == 0
+    if ranks is None:
+        return _check(model, corpus, settings, checkpoint, rank0)
+    state, error = None, None
+    try:
+        state = _check(model, corpus, settings, checkpoint, rank0)
+    except (SettingsError, ValueError, OSError) as e:
+        error = str(e)
+    data = hashlib.sha256(corpus.train.tobytes() + corpus.held_out.tobytes()).hexdigest()[:16]
+    facts = {"the model": _identity(model), "the data": f"{corpus.describe()} sha256 {data}"}
+    facts |= {"--" + n.replace("_", "-"): str(getattr(settings, n)) for n in _AGREED}
+    ranks.agree(facts, error)
+    return state
+
+
+def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=print) -> History:
+    """Trains (or, with ``settings.resume``, goes on training) the model; returns every step's row.
+    A Hugging Face model's directory is written into ``settings.out`` at the end. Under torchrun,
+    rank r trains its rows of each global batch; rank 0 alone writes (and says) anything."""
+    model = model if isinstance(model, HfModel) else Path(model)
+    ranks = distributed.join(settings.collective_timeout)
+    rank0 = ranks is None or ranks.rank == 0
+    world = 1 if ranks is None else ranks.size
+    if not rank0:
+        say = _silent
+    if distributed.restarted():  # torchrun's restart after a failure goes on from the checkpoint
+        settings = dataclasses.replace(settings, resume=True)
     out = settings.out
     checkpoint = out / "checkpoint.safetensors"
-    _check_out(model, settings, checkpoint)
-    out.mkdir(parents=True, exist_ok=True)
-    resuming = settings.resume and checkpoint.exists()
-    if resuming:
-        state = CheckpointState.load_checkpoint(checkpoint)
-        _check_resumable(state, settings, checkpoint)
-    paths = artifacts_for(model, settings)
-    say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
-    if not resuming:
-        state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    done = int(state.properties.get("step", 0))
-    history = History.load(out / LOSSES_CSV, done) if resuming else History()
-    module = Module(paths["training"], state, paths["eval"], threads=settings.threads)
-    optimizer = Optimizer(paths["optimizer"], module)
+    resumed = _start(model, corpus, settings, checkpoint, ranks)
+    with tempfile.TemporaryDirectory(prefix="ort_ascend_ops-rank-") as own:
+        # Only rank 0 writes --out: the other ranks' artifacts are their own, deleted at the end.
+        paths = artifacts_for(model, settings, None if rank0 else Path(own))
+        say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
+        state = resumed or CheckpointState.load_checkpoint(paths["checkpoint"])
+        module = Module(paths["training"], state, paths["eval"], threads=settings.threads)
+        optimizer = Optimizer(paths["optimizer"], module, zero=settings.zero)
+        return _run(model, corpus, settings, module, optimizer, resumed is not None, say, world)
+
+
+def _silent(*args, **kwargs) -> None:
+    pass
+
+
+def _run(model, corpus, settings, module, optimizer, resuming, say, world) -> History:
+    state, out = module._state, settings.out
+    checkpoint = out / "checkpoint.safetensors"
+    rank0 = module.ranks is None or module.ranks.rank == 0
+    done = int(state.properties.get("step", 0))  # rank 0's, as the module took it
+    history = History.load(out / LOSSES_CSV, done) if resuming and rank0 else History()
     optimizer.set_learning_rate(settings.learning_rate(optimizer.step_count))
     scaled = settings.precision in LOSS_SCALED
     clipping = f"clipped to norm {settings.max_grad_norm:g}" if settings.max_grad_norm else "not clipped"
@@ -335,6 +430,8 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
         + f", AdamW lr {settings.lr:g} weight decay {settings.weight_decay:g} (warm-up {settings.warmup_steps}, "
         f"{settings.lr_scheduler} after), batch {settings.batch} x seq {settings.seq}"
         + (f" x {settings.grad_accum} micro-batches" if settings.grad_accum > 1 else "")
+        + (f" on each of {world} processes" if world > 1 else "")
+        + (" (ZeRO-1: optimizer states sharded)" if optimizer.zero else "")
         + f", {settings.precision}"
         + (f" (loss scale {optimizer.get_loss_scale():g})" if scaled else "")
         + f", gradients {clipping}, steps {done + 1}..{settings.steps}"
@@ -347,23 +444,30 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
             state.properties[name] = getattr(settings, name)
         if isinstance(model, HfModel):
             state.properties["model"] = model.identity
-        try:
-            CheckpointState.save_checkpoint(state, checkpoint, include_optimizer_state=True)
-            history.save(out / LOSSES_CSV)
-        except OSError as e:  # a full disk, a file-size limit: the last checkpoint is written atomically
-            raise SettingsError(
-                f"writing the checkpoint of step {step} to {checkpoint} failed ({e.strerror or e}); "
-                f"{_intact(checkpoint)}; free space and go on with --resume"
-            ) from None
+        with optimizer.consolidated():  # every rank takes part; rank 0 writes
+            if not rank0:
+                return
+            try:
+                CheckpointState.save_checkpoint(state, checkpoint, include_optimizer_state=True)
+                history.save(out / LOSSES_CSV)
+            except OSError as e:  # a full disk, a file-size limit: the last checkpoint is written atomically
+                raise SettingsError(
+                    f"writing the checkpoint of step {step} to {checkpoint} failed ({e.strerror or e}); "
+                    f"{_intact(checkpoint)}; free space and go on with --resume"
+                ) from None
 
-    progress = _Progress(settings.steps)
-    tokens = settings.batch * settings.seq * settings.grad_accum
+    progress = _Progress(settings.steps) if rank0 else None
+    tokens = _tokens_per_step(settings, world)
     skipped = sum(r["skipped"] for r in history.rows)
+    stopping = False
     with _Interrupt() as interrupt:
         for step in range(done + 1, settings.steps + 1):
             start = time.perf_counter()
             learning_rate, loss_scale = optimizer.get_learning_rate(), optimizer.get_loss_scale()
             loss = _accumulated_loss(module, corpus, settings, step)
+            # One all-reduce: the step's loss over the ranks, and whether any rank saw Ctrl-C.
+            loss, stop = _mean_over_ranks(module, [loss, float(interrupt.requested)], "the loss's all-reduce")
+            stopping = stop > 0
             norm = clip_grad_norm_(module, settings.max_grad_norm) if settings.max_grad_norm else None
             updated = optimizer.step()
             skipped += not updated
@@ -387,15 +491,18 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
                 }
             )
             scaling = f"  scale {loss_scale:g}  skipped {skipped}" if scaled else ""
-            progress.update(step, loss, tokens / seconds, eval_loss, scaling, learning_rate)
-            if step % settings.save_every == 0 or step == settings.steps or interrupt.requested:
+            if progress is not None:
+                progress.update(step, loss, tokens / seconds, eval_loss, scaling, learning_rate)
+            if step % settings.save_every == 0 or step == settings.steps or stopping:
                 save(step)
-            if interrupt.requested:
+            if stopping:
                 say(f"\ninterrupted: saved the checkpoint at step {step} to {checkpoint}; --resume goes on")
                 break
+    if not rank0:
+        return history
     history.save(out / LOSSES_CSV)
     plot(history, out / LOSS_CURVE, say, model.vocab_size if isinstance(model, HfModel) else 256)
-    if isinstance(model, HfModel) and not interrupt.requested:
+    if isinstance(model, HfModel) and not stopping:
         try:
             written = model.save({n: p.view() for n, p in state.parameters.items()}, out)
         except OSError as e:
@@ -418,13 +525,15 @@ def _intact(checkpoint: Path) -> str:
 
 def _accumulated_loss(module: Module, corpus: Corpus, settings: Settings, step: int) -> float:
     """The step's mean loss over its micro-batches, their gradients accumulated and averaged as
-    transformers' Trainer averages them (each micro-batch's loss divided by their count). Micro-
-    batch k of step s reads window (s - 1) * grad_accum + k + 1: with one micro-batch, window s."""
+    transformers' Trainer averages them (each micro-batch's loss divided by their count), and
+    averaged over the ranks on the last one alone (``no_sync`` before it). Micro-batch k of step
+    s reads window (s - 1) * grad_accum + k + 1: with one micro-batch, window s."""
     n = settings.grad_accum
     losses = []
     for k in range(n):
-        window = corpus.batch("train", (step - 1) * n + k + 1, settings.batch, settings.seq, settings.seed)
-        losses.append(float(module(*_feeds(module, window))))
+        window = _rows(module, corpus, "train", (step - 1) * n + k + 1, settings)
+        with module.no_sync() if k < n - 1 else contextlib.nullcontext():
+            losses.append(float(module(*_feeds(module, window))))
     if n > 1:
         module.scale_grads(1.0 / n)
     return float(np.mean(losses))

@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     train.add_argument(
         "--steps", type=int, default=300, help="total optimizer steps (a resumed run included)"
     )
-    train.add_argument("--batch", type=int, default=8, help="sequences per step (of each process under torchrun)")
+    train.add_argument(
+        "--batch", type=int, default=8, help="sequences per step (of each process under torchrun)"
+    )
     train.add_argument("--seq", type=int, default=128, help="tokens per sequence")
     train.add_argument(
         "--grad-accum", type=int, default=1, help="micro-batches of --batch per step, averaged"

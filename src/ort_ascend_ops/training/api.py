@@ -558,7 +558,9 @@ class Optimizer:
         self._module = module
         state = module._state
         if zero not in ZERO_STAGES:
-            raise ValueError(f"zero: the stages are {ZERO_STAGES} (1 shards the optimizer states), got {zero}")
+            raise ValueError(
+                f"zero: the stages are {ZERO_STAGES} (1 shards the optimizer states), got {zero}"
+            )
         ranks = module._ranks
         trained = [p for p in state.parameters.keys() if p in {i.name for i in model.graph.input}]
         # ZeRO stage 1: each rank updates, and holds the states of, a contiguous 1/N of them.

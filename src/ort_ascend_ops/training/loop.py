@@ -304,7 +304,9 @@ def _takes(paths: dict[str, Path], batch: int, seq: int) -> bool:
     for value in graph.input:
         dims = value.type.tensor_type.shape.dim
         if value.type.tensor_type.elem_type == onnx.TensorProto.INT64 and len(dims) == 2:
-            if any(d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, (batch, seq), strict=True)):
+            if any(
+                d.HasField("dim_value") and d.dim_value != n for d, n in zip(dims, (batch, seq), strict=True)
+            ):
                 return False
     return True
 
@@ -312,7 +314,11 @@ def _takes(paths: dict[str, Path], batch: int, seq: int) -> bool:
 def artifacts_for(model: Model, settings: Settings, folder: Path | None = None) -> dict[str, Path]:
     folder = folder or settings.out / ARTIFACTS
     paths = artifact_paths(folder)
-    if settings.resume and all(p.exists() for p in paths.values()) and _takes(paths, settings.batch, settings.seq):
+    if (
+        settings.resume
+        and all(p.exists() for p in paths.values())
+        and _takes(paths, settings.batch, settings.seq)
+    ):
         return paths
     exported = model.export(settings.batch, settings.seq) if isinstance(model, HfModel) else onnx.load(model)
     return generate_artifacts(

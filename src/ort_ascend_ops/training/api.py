@@ -10,7 +10,7 @@ a second buffer that then takes the first one's place, so each updated value cos
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
+import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -28,6 +28,7 @@ from ..runtime import (
     device_providers,
     make_session,
     ortvalue_copy,
+    ortvalue_memory,
     ortvalue_view,
     session_options,
 )
@@ -63,13 +64,6 @@ def _elem_type(value: ort.OrtValue) -> int:
 def _dtype(value: ort.OrtValue) -> np.dtype:
     """The value's NumPy dtype, read without copying the tensor out."""
     return np.dtype(helper.tensor_dtype_to_np_dtype(_elem_type(value)))
-
-
-def _version(package: str) -> str:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def _zeros_like(value: ort.OrtValue) -> ort.OrtValue:
@@ -318,7 +312,9 @@ class Module:
     the same model and package versions, and each training call ends with the gradients averaged
     over the ranks (``distributed``'s buckets), fp16-mixed's overflow flag shared, so that every
     rank takes the same step. Inside ``no_sync()`` the calls accumulate locally; the first call
-    after it averages what they accumulated."""
+    after it averages what they accumulated. Under an ``Optimizer(..., zero=1)`` the gradients
+    are reduce-scattered instead: a rank's ``Parameter.grad`` is then the mean over the ranks for
+    the parameters it updates (``Optimizer.owned``) and its own for the others."""
 
     def __init__(
         self,
@@ -360,6 +356,7 @@ class Module:
         self._found_inf = False  # since the gradients were last reset
         self._unscaler: ort.InferenceSession | None = None
         self._ranks = distributed.current(process_group)
+        self._shards: distributed.Shards | None = None  # ZeRO stage 1's, set by its Optimizer
         self._sync = True
         if self._ranks is not None:
             self._start_from_rank0()
@@ -368,16 +365,18 @@ class Module:
         ranks, state = self._ranks, self._state
         assert ranks is not None
         shapes = {p: (_dtype(v._value).name, *v._value.shape()) for p, v in state.parameters.items()}
+        graph = self._train.model.graph
         ranks.agree(
             {
                 "the parameters (names, types and shapes)": str(sorted(shapes.items())),
                 "the training model's inputs": str(self._train.user_inputs),
-                "ort_ascend_ops": _version("ort_ascend_ops"),
-                "onnxruntime": ort.__version__,
-                "torch": _version("torch"),
+                "the training model's nodes": hashlib.sha256(
+                    " ".join(f"{n.domain}::{n.op_type}" for n in graph.node).encode()
+                ).hexdigest()[:16],
+                **distributed.versions(),
             }
         )
-        views = [p.view() for p in state.parameters.values()]
+        views = [ortvalue_memory(p._value) for p in state.parameters.values()]
         ranks.broadcast(views, [0] * len(views), "the parameters' broadcast from rank 0")
         properties, scale = ranks.from_rank0((dict(state.properties), state._loss_scale), "rank 0's state")
         state.properties.clear()
@@ -442,20 +441,22 @@ class Module:
             program.session.run_with_iobinding(binding)
             return program.results(binding)
         accumulate = not self._reset_pending
-        if self._grads is None:
-            values = {p: self._state.parameters[p]._value for p in program.grads}
-            self._grads = Buffers(values)
-            for p, view in self._grads.views.items():
-                self._state.parameters[p]._grad = view
+        grads = self._gradient_buffers()
+        for p, view in grads.views.items():
+            self._state.parameters[p]._grad = view
         if accumulate and self._scratch is None:
-            self._scratch = Buffers(self._grads.views)
-        targets = self._scratch if accumulate else self._grads
+            self._scratch = Buffers(grads.views)
+        targets = self._scratch if accumulate else grads
         assert targets is not None
         for p, grad in program.grads.items():
             binding.bind_ortvalue_output(grad, targets.views[p])
         if program.scaled:
             assert self._state._loss_scale is not None  # set with the module's loss scaling
-            scale = np.array(self._state._loss_scale["scale"], np.float32)
+            # Each rank seeds its backward with scale / N, as Apex's and Horovod's gradient
+            # predivision does: its float16 values are then those of its rows in the one process
+            # of N times its batch, so it overflows where that process would, not N times sooner.
+            ranks = 1 if self._ranks is None else self._ranks.size
+            scale = np.array(self._state._loss_scale["scale"] / ranks, np.float32)
             binding.bind_ortvalue_input(LOSS_SCALE, ortvalue_copy(scale))
         program.session.run_with_iobinding(binding)
         if program.scaled:
@@ -464,10 +465,34 @@ class Module:
             self._accumulate()
         self._reset_pending = False
         if self._ranks is not None and self._sync:
-            assert self._grads is not None
-            found = self._ranks.average(self._grads.arrays, self._found_inf if program.scaled else None)
-            self._found_inf = found if program.scaled else self._found_inf
+            self._synchronize(grads, program.scaled)
         return program.results(binding)
+
+    def _gradient_buffers(self) -> Buffers:
+        """The gradients' buffers, made on first use (the first training call, or a ZeRO
+        optimizer that splits them)."""
+        if self._grads is None:
+            self._grads = Buffers({p: self._state.parameters[p]._value for p in self._train.grads})
+        return self._grads
+
+    def _synchronize(self, grads: Buffers, scaled: bool) -> None:
+        """The gradients averaged over the ranks (reduce-scattered under ZeRO stage 1), and
+        fp16-mixed's overflow flag set where any rank's gradients overflowed."""
+        assert self._ranks is not None
+        found = self._found_inf if scaled else None
+        if self._shards is None:
+            found = self._ranks.average(grads.arrays, found)
+        else:
+            found = self._ranks.reduce_scatter(grads.arrays, self._shards, found)
+        self._found_inf = bool(found) if scaled else self._found_inf
+
+    def _clipper(self, norm_type: float, grads: dict[str, ort.OrtValue], part: str) -> ort.InferenceSession:
+        """``clip_grad_norm_``'s session over ``grads`` (``optim.clip_model``'s ``part``)."""
+        key = (norm_type, tuple(grads), part)
+        if key not in self._clippers:
+            model = clip_model(_float_types(grads.values()), norm_type, part)
+            self._clippers[key] = _session(model, self._threads, False, self._options)
+        return self._clippers[key]
 
     def scale_grads(self, factor: float) -> None:
         """Multiplies every gradient by ``factor`` where it lies (1/N averages N accumulated
@@ -528,6 +553,16 @@ class Module:
 ZERO_STAGES = (0, 1)
 
 
+def _rehomed(state: CheckpointState, names) -> Buffers:
+    """The parameters ``names`` moved into buffers laid out as their gradients' (``Buffers`` of
+    the same values in the same order), so that each rank's run of them is one collective."""
+    flat = Buffers({p: state.parameters[p]._value for p in names})
+    for p, view in flat.views.items():
+        np.copyto(ortvalue_memory(view), ortvalue_memory(state.parameters[p]._value))
+        state.parameters[p]._value = view
+    return flat
+
+
 class Optimizer:
     """Runs the optimizer model over the module's trainable parameters. The learning rate starts
     at the optimizer's default (``lr`` of ``optim.AdamW`` or ``optim.SGD`` given to
@@ -535,11 +570,11 @@ class Optimizer:
     unless given (to profile one session and not the other, say).
 
     Under a data-parallel module every rank starts from rank 0's step, learning rate and states.
-    ``zero=1`` shards the states as ZeRO stage 1 (torch's ``ZeroRedundancyOptimizer`` over DDP):
-    each rank holds the states of, and updates, a contiguous run of about 1/N of the parameters'
-    elements (``distributed.shards``), from the gradients the module averaged on every rank; each
-    shard's parameters are then broadcast from its rank. ``consolidated()`` gathers the states to
-    rank 0 for a checkpoint."""
+    ``zero=1`` shards the states as ZeRO stage 1: each rank holds the states of, and updates, a
+    contiguous run of about 1/N of the gradient buffers' elements (``distributed.Shards``,
+    ``owned``), whose mean over the ranks the module reduce-scatters to it; the parameters are
+    then broadcast from their owners. ``consolidated()`` gathers the states to rank 0 for a
+    checkpoint, which any number of ranks resumes."""
 
     def __init__(
         self,
@@ -563,15 +598,20 @@ class Optimizer:
             )
         ranks = module._ranks
         trained = [p for p in state.parameters.keys() if p in {i.name for i in model.graph.input}]
-        # ZeRO stage 1: each rank updates, and holds the states of, a contiguous 1/N of them.
-        self._owners = distributed.shards(
-            [int(np.prod(state.parameters[p]._value.shape(), dtype=np.int64)) for p in trained],
-            ranks.size if zero and ranks is not None else 1,
-        )
+        untrained = [p for p in module._train.grads if p not in trained]
+        if untrained:
+            raise ValueError(f"the optimizer model does not update {untrained}")
         self._trained = trained
-        rank = ranks.rank if zero and ranks is not None else 0
-        self._names = [p for p, o in zip(trained, self._owners, strict=True) if o == rank]
-        if zero and ranks is not None and self._names:
+        self._owners = [0] * len(trained)  # the rank that updates each of them
+        self._flat: Buffers | None = None  # ZeRO's parameters, laid out as their gradients
+        if zero and ranks is not None:
+            shards = distributed.Shards.of(module._gradient_buffers(), ranks.size)
+            module._shards = shards
+            self._owners = [shards.owners.get(p, 0) for p in trained]
+            self._flat = _rehomed(state, module._train.grads)
+        rank = ranks.rank if ranks is not None else 0
+        self._names = [p for p, o in zip(trained, self._owners, strict=True) if o == rank or not self.zero]
+        if self.zero and self._names:
             types = {i.name: i.type for i in model.graph.input}
             model = optimizer_model({p: types[p] for p in self._names}, self.options)
         options = session_options or module._options
@@ -587,9 +627,6 @@ class Optimizer:
             if self._names
             else None
         )
-        untrained = [p for p in module._train.grads if p not in trained]
-        if untrained:
-            raise ValueError(f"the optimizer model does not update {untrained}")
         if state._optimizer is None:
             state._optimizer = {"step": 0, "learning_rate": float(self.options.lr)}
         if ranks is not None:
@@ -617,17 +654,23 @@ class Optimizer:
         what = "the optimizer states' scatter from rank 0"
         for s in self.options.states:
             for p, owner in zip(self._trained, self._owners, strict=True):
-                if len(set(self._owners)) == 1:
-                    ranks.broadcast([_as_numpy(states[s][p])], [0], what)
+                if not self.zero:
+                    ranks.broadcast([ortvalue_memory(states[s][p])], [0], what)
                 elif owner != 0 and ranks.rank == 0:
-                    ranks.send_to(_as_numpy(states[s].pop(p)), owner, what)
+                    ranks.send_to(ortvalue_memory(states[s].pop(p)), owner, what)
                 elif owner != 0 and ranks.rank == owner:
-                    ranks.receive_from(_as_numpy(states[s][p]), 0, what)
+                    ranks.receive_from(ortvalue_memory(states[s][p]), 0, what)
 
     @property
     def zero(self) -> int:
         """1 when the optimizer states are sharded over the ranks (ZeRO stage 1), else 0."""
-        return int(len(set(self._owners)) > 1)
+        return int(self._module._shards is not None)
+
+    @property
+    def owned(self) -> list[str]:
+        """The parameters this rank updates and holds the states of (all of them but under ZeRO
+        stage 1)."""
+        return list(self._names)
 
     @contextlib.contextmanager
     def consolidated(self) -> Iterator[None]:
@@ -646,10 +689,10 @@ class Optimizer:
                 if owner == 0:
                     continue
                 if ranks.rank == owner:
-                    ranks.send_to(_as_numpy(states[s][p]), 0, what)
+                    ranks.send_to(ortvalue_memory(states[s][p]), 0, what)
                 elif ranks.rank == 0:
                     states[s][p] = _zeros_like(parameters[p]._value)
-                    ranks.receive_from(_as_numpy(states[s][p]), owner, what)
+                    ranks.receive_from(ortvalue_memory(states[s][p]), owner, what)
                     gathered.append((s, p))
         try:
             yield
@@ -702,9 +745,8 @@ class Optimizer:
         if self._session is not None:
             self._update_own()
         ranks = self._module._ranks
-        if self.zero and ranks is not None:
-            views = [self._module._state.parameters[p].view() for p in self._trained]
-            ranks.broadcast(views, self._owners, "the parameters' all-gather from their shards")
+        if self._flat is not None and ranks is not None and self._module._shards is not None:
+            ranks.all_gather(self._flat.arrays, self._module._shards)
         self._scalars["step"] = self.step_count + 1
 
     def _update_own(self) -> None:
@@ -732,9 +774,9 @@ class Optimizer:
             self._step_into_spares(binding)
 
     def _step_into(self, binding: ort.IOBinding, buffer_of) -> None:
-        assert self._session is not None
         """Runs the functional model, each updated value written into ``buffer_of(parameter,
         state or "", its current value)``."""
+        assert self._session is not None
         state = self._module._state
         for p in self._names:
             binding.bind_ortvalue_output(updated(p), buffer_of(p, "", state.parameters[p]._value))
@@ -748,7 +790,10 @@ class Optimizer:
         self._step_into(binding, self._spare_of)
         for p in self._names:
             parameter = state.parameters[p]
-            parameter._value, self._spare[(p, "")] = self._spare[(p, "")], parameter._value
+            if self._flat is not None:  # ZeRO's parameters stay where the all-gather sends them
+                np.copyto(ortvalue_memory(parameter._value), ortvalue_memory(self._spare[(p, "")]))
+            else:
+                parameter._value, self._spare[(p, "")] = self._spare[(p, "")], parameter._value
             for s in self.options.states:
                 values = state._optimizer_states[s]
                 values[p], self._spare[(p, s)] = self._spare[(p, s)], values[p]
@@ -786,7 +831,9 @@ def clip_grad_norm_(module: Module, max_norm: float, norm_type: float = 2.0) -> 
     """``torch.nn.utils.clip_grad_norm_`` over ``module``'s gradients (``error_if_nonfinite=False``):
     the ``norm_type`` norm (2, inf or any p > 0) of every gradient's norm, returned; each gradient
     scaled in its own buffer by ``max_norm / (norm + 1e-6)`` where that is below 1. One session
-    (built once per norm type) reads every gradient once for its norm and once to scale it."""
+    (built once per norm type) reads every gradient once for its norm and once to scale it. Under
+    ZeRO stage 1 each rank holds the mean of its own share of the gradients only: the norm is
+    combined over the ranks from each one's, and each rank scales its share."""
     norm_type = float(norm_type)
     if not norm_type > 0:
         raise ValueError(f"clip_grad_norm_: norm_type must be positive (2, inf or p > 0), got {norm_type}")
@@ -795,13 +842,22 @@ def clip_grad_norm_(module: Module, max_norm: float, norm_type: float = 2.0) -> 
     grads = {n: g for n, g in grads.items() if int(np.prod(g.shape(), dtype=np.int64))}
     if not grads:
         raise RuntimeError("clip_grad_norm_: no gradients yet: run the module first")
-    key = (norm_type, tuple(grads))
-    if key not in module._clippers:
-        model = clip_model(_float_types(grads.values()), norm_type)
-        module._clippers[key] = _session(model, module._threads, False, module._options)
-    return float(
-        _rewrite_gradients(module._clippers[key], (MAX_NORM, max_norm), TOTAL_NORM, "clipped", grads)
+    ranks, shards = module._ranks, module._shards
+    if ranks is None or shards is None:
+        clipper = module._clipper(norm_type, grads, "both")
+        total = _rewrite_gradients(clipper, grads, {MAX_NORM: max_norm}, "clipped", TOTAL_NORM)
+        assert total is not None
+        return total
+    own = {n: g for n, g in grads.items() if shards.owners[n] == ranks.rank}
+    local = (
+        _rewrite_gradients(module._clipper(norm_type, own, "norm"), own, {}, None, TOTAL_NORM) if own else 0.0
     )
+    assert local is not None
+    total = ranks.norm(local, norm_type)
+    if own:
+        scalars = {MAX_NORM: max_norm, TOTAL_NORM: total}
+        _rewrite_gradients(module._clipper(norm_type, own, "scale"), own, scalars, "clipped", None)
+    return total
 
 
 def _float_types(grads) -> list[onnx.TypeProto]:
@@ -810,19 +866,22 @@ def _float_types(grads) -> list[onnx.TypeProto]:
 
 def _rewrite_gradients(
     session: ort.InferenceSession,
-    scalar: tuple[str, float],
-    result: str,
-    rewritten: str,
     grads: dict[str, ort.OrtValue],
-) -> np.ndarray:
-    """Runs one of optim's models over the gradients (``clip_model``): its
-    float32 scalar input, each gradient as ``g<i>`` and written back into its own buffer as
-    ``<rewritten><i>``; returns its output ``result``."""
+    scalars: dict[str, float],
+    rewritten: str | None,
+    result: str | None,
+) -> float | None:
+    """Runs one of optim's models over the gradients (``clip_model``): its float32 ``scalars``,
+    each gradient as ``g<i>``, written back into its own buffer as ``<rewritten><i>``; returns
+    its output ``result``."""
     binding = session.io_binding()
-    binding.bind_ortvalue_input(scalar[0], ortvalue_copy(np.array(scalar[1], np.float32)))
-    binding.bind_output(result)  # the first output, as get_outputs() gives them
+    for name, value in scalars.items():
+        binding.bind_ortvalue_input(name, ortvalue_copy(np.array(value, np.float32)))
+    if result is not None:
+        binding.bind_output(result)  # the first output, as get_outputs() gives them
     for i, grad in enumerate(grads.values()):
         binding.bind_ortvalue_input(f"g{i}", grad)
-        binding.bind_ortvalue_output(f"{rewritten}{i}", grad)
+        if rewritten is not None:
+            binding.bind_ortvalue_output(f"{rewritten}{i}", grad)
     session.run_with_iobinding(binding)
-    return binding.get_outputs()[0].numpy()
+    return float(binding.get_outputs()[0].numpy()) if result is not None else None

@@ -22,10 +22,12 @@ def _dtype(value: ort.OrtValue) -> np.dtype:
 class Buffers:
     """Zeroed tensors shaped and typed as ``like``'s values, by name (``views``), laid end to end
     in one buffer per element type (``arrays``, and ``flat``, 1-D OrtValues over the same memory;
-    the gaps between views stay zero)."""
+    the gaps between views stay zero). ``spans``: where each view lies, as (buffer index, first
+    element, element count)."""
 
     def __init__(self, like: dict[str, ort.OrtValue]):
         self.views: dict[str, ort.OrtValue] = {}
+        self.spans: dict[str, tuple[int, int, int]] = {}
         self.arrays: list[np.ndarray] = []
         self.flat: list[ort.OrtValue] = []
         by_type: dict[np.dtype, list[str]] = {}
@@ -42,4 +44,5 @@ class Buffers:
             self.arrays.append(buffer)
             self.flat.append(ortvalue_view(buffer))
             for name, start, size, shape in zip(names, starts[:-1], sizes, shapes, strict=True):
+                self.spans[name] = (len(self.arrays) - 1, int(start), size)
                 self.views[name] = ortvalue_view(buffer[start : start + size].reshape(shape))

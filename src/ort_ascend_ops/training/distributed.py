@@ -1,26 +1,47 @@
 """Many processes on ``torch.distributed``, launched by ``torchrun``: we build no communication of
-our own. Gradients are averaged as torch's DDP averages them: in buckets of at most
-``BUCKET_MB`` (DDP's ``bucket_cap_mb``), cut from the gradient buffers (``buffers.Buffers``) in
-one fixed order so that every run sums alike, handed to the collectives as ``torch.from_numpy``
-views of the very memory ONNX Runtime wrote (no copy), all launched at once so that averaging one
-bucket overlaps the next one's transfer. ONNX Runtime runs the backward as one call, so the
-transfer cannot start before the last gradient exists, as DDP's does during its backward.
+our own. Gradients are averaged as torch's DDP averages them, in buckets of at most ``BUCKET_MB``
+(DDP's ``bucket_cap_mb``) cut from the gradient buffers (``buffers.Buffers``) in one fixed order,
+so that every run sums alike. The collectives read and write, through ``torch.from_numpy``, the
+very memory ONNX Runtime wrote: no copy. Two buckets are under way at a time (``IN_FLIGHT``), so
+that averaging one overlaps the next one's transfer; ONNX Runtime runs the backward as one call,
+so the transfer cannot start before the last gradient exists, as DDP's does during its backward.
+
+ZeRO stage 1 (``Shards``) splits each gradient buffer into one contiguous run of parameters per
+rank: the gradients are reduce-scattered (each rank receives the mean of its run only), each
+rank updates its run's parameters and holds their optimizer states, and the parameters are then
+broadcast from their owners (the all-gather), as ``ZeroRedundancyOptimizer`` does.
 
 A collective that fails (a rank killed: gloo sees its connections close at once; a rank stalled:
-the process group's timeout) raises ``RankLostError`` naming the ranks that did not answer a roll
-call on the rendezvous store within ``ROLL_CALL_SECONDS``, never a hang."""
+the process group's timeout, ``--collective-timeout``) raises ``RankLostError`` naming the ranks
+that did not answer a roll call on the rendezvous store within ``ROLL_CALL_SECONDS``: never a
+hang."""
 
 from __future__ import annotations
 
+import collections
+import importlib.metadata
+import itertools
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
+import ml_dtypes
 import numpy as np
 
+from .buffers import Buffers
+
 BUCKET_MB = 25
+# Collectives under way at once: gloo runs two at a time (its default worker threads) and holds a
+# temporary copy of each reduce-scatter's buckets, so more would buy no overlap and cost memory.
+IN_FLIGHT = 2
 ROLL_CALL_SECONDS = 10.0
+COLLECTIVE_TIMEOUT = 300.0  # seconds; torch's own default for gloo is 30 minutes
+
+# A launched collective, and what to do with its tensor once it is done (None: nothing).
+_Launched = tuple[object, Callable[[], object] | None]
 
 
 class RankLostError(RuntimeError):
@@ -48,8 +69,38 @@ def current(process_group=None) -> Ranks | None:
     return ranks if ranks.size > 1 else None
 
 
+@dataclass(frozen=True)
+class Shards:
+    """ZeRO stage 1's split of the gradient buffers: in buffer ``i`` rank ``r`` owns elements
+    ``bounds[i][r]:bounds[i][r + 1]``, the gradients of the parameters ``owners`` gives it."""
+
+    bounds: list[list[int]]
+    owners: dict[str, int]
+
+    @classmethod
+    def of(cls, buffers: Buffers, ranks: int) -> Shards:
+        """Each buffer cut at parameter boundaries into ``ranks`` runs of about equal size: a
+        parameter goes to the rank whose 1/N of the buffer holds its first element."""
+        owners: dict[str, int] = {}
+        bounds = []
+        for index, array in enumerate(buffers.arrays):
+            spans = sorted((start, name) for name, (i, start, _) in buffers.spans.items() if i == index)
+            length = max(1, array.size)
+            for start, name in spans:
+                owners[name] = min(ranks - 1, start * ranks // length)
+            cuts = [0]
+            for r in range(1, ranks):
+                cuts.append(next((s for s, n in spans if owners[n] >= r), array.size))
+            bounds.append([*cuts, array.size])
+        return cls(bounds, owners)
+
+    def owned(self, rank: int) -> list[str]:
+        return [name for name, owner in self.owners.items() if owner == rank]
+
+
 class Ranks:
-    """The processes of one group, and the collectives the training API runs over them."""
+    """The processes of one group, and the collectives the training API runs over them.
+    ``seconds``: the time spent in the collectives of gradients and parameters (for the bench)."""
 
     def __init__(self, group=None, bucket_mb: float = BUCKET_MB):
         dist = _dist()
@@ -57,55 +108,122 @@ class Ranks:
         self.rank = dist.get_rank(group)
         self.size = dist.get_world_size(group)
         self.bucket_bytes = int(bucket_mb * 2**20)
-        self.seconds = 0.0  # spent in collectives of gradients and parameters, for the bench
+        self.seconds = 0.0
 
-    def _run(self, what: str, launch):
-        """``launch()``'s works waited for, a failure turned into ``RankLostError``."""
+    def _run(self, what: str, collectives: Iterable[_Launched]) -> None:
+        """Launches ``collectives`` (each drawn from the iterable launches one) with at most
+        ``IN_FLIGHT`` under way, each one's follow-up run as it is done; a failure turned into
+        ``RankLostError``."""
         start = time.perf_counter()
+        pending: collections.deque[_Launched] = collections.deque()
+
+        def finish() -> None:
+            work, then = pending.popleft()
+            work.wait()  # type: ignore[attr-defined]
+            if then is not None:
+                then()
+
         try:
-            works = launch()
-            for work, then in works:
-                work.wait()
-                if then is not None:
-                    then()
+            for launched in collectives:
+                pending.append(launched)
+                if len(pending) == IN_FLIGHT:
+                    finish()
+            while pending:
+                finish()
         except RuntimeError as error:  # DistBackendError, gloo's closed connections, timeouts
             raise self.lost(what, error) from None
         finally:
             self.seconds += time.perf_counter() - start
 
-    def buckets(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Slices of ``arrays`` of at most ``bucket_bytes``, in the arrays' order."""
-        out = []
-        for array in arrays:
-            step = max(1, self.bucket_bytes // array.itemsize)
-            out += [array[i : i + step] for i in range(0, array.size, step)]
-        return out
+    def _pieces(self, length: int, itemsize: int) -> int:
+        """How many buckets a buffer of ``length`` elements is sent in."""
+        return max(1, -(-length * itemsize // self.bucket_bytes))
 
-    def average(self, arrays: Sequence[np.ndarray], found_inf: bool | None = None) -> bool:
-        """Every rank's ``arrays`` (1-D, float) replaced by their mean over the ranks, in place;
-        with ``found_inf`` given, whether any rank found an inf or NaN (all-reduced MAX)."""
+    def _with_flag(self, what: str, found_inf: bool | None, buckets: Iterator[_Launched]) -> bool:
+        """``buckets``' collectives run after fp16-mixed's overflow flag is all-reduced (MAX)
+        when ``found_inf`` is given; whether any rank found an inf or NaN."""
         import torch
 
         dist = _dist()
         flag = torch.tensor([float(bool(found_inf))])
 
-        def launch():
-            works = []
+        def collectives() -> Iterator[_Launched]:
             if found_inf is not None:
-                op = dist.ReduceOp.MAX
-                works.append((dist.all_reduce(flag, op, group=self.group, async_op=True), None))
-            for bucket in self.buckets(arrays):
-                tensor = _tensor(bucket)
-                works.append(
-                    (
-                        dist.all_reduce(tensor, group=self.group, async_op=True),
-                        lambda t=tensor: t.mul_(1.0 / self.size),
-                    )
-                )
-            return works
+                yield dist.all_reduce(flag, dist.ReduceOp.MAX, group=self.group, async_op=True), None
+            yield from buckets
 
-        self._run("the gradients' all-reduce", launch)
+        self._run(what, collectives())
         return bool(flag.item())
+
+    def average(self, arrays: Sequence[np.ndarray], found_inf: bool | None = None) -> bool:
+        """Every rank's ``arrays`` (1-D gradient buffers) replaced by their mean over the ranks,
+        in place, bucket by bucket; with ``found_inf`` given, whether any rank found an inf or
+        NaN."""
+        dist = _dist()
+
+        def buckets() -> Iterator[_Launched]:
+            for array in arrays:
+                n = self._pieces(array.size, array.itemsize)
+                for k in range(n):
+                    bucket = _tensor(array[array.size * k // n : array.size * (k + 1) // n])
+                    work = dist.all_reduce(bucket, group=self.group, async_op=True)
+                    yield work, _scaling(bucket, 1.0 / self.size)
+
+        return self._with_flag("the gradients' all-reduce", found_inf, buckets())
+
+    def reduce_scatter(
+        self, arrays: Sequence[np.ndarray], shards: Shards, found_inf: bool | None = None
+    ) -> bool:
+        """ZeRO stage 1's reduction: each rank's run of each buffer (``shards``) replaced, on that
+        rank alone, by its mean over the ranks; the rest of the buffer keeps this rank's own
+        values. With ``found_inf`` given, whether any rank found an inf or NaN."""
+        dist = _dist()
+
+        def buckets() -> Iterator[_Launched]:
+            for array, bounds in zip(arrays, shards.bounds, strict=True):
+                n = self._pieces(array.size, array.itemsize)
+                for k in range(n):
+                    pieces = [
+                        _tensor(array[lo + (hi - lo) * k // n : lo + (hi - lo) * (k + 1) // n])
+                        for lo, hi in itertools.pairwise(bounds)
+                    ]
+                    mine = pieces[self.rank]
+                    work = dist.reduce_scatter(mine, pieces, group=self.group, async_op=True)
+                    yield work, _scaling(mine, 1.0 / self.size)
+
+        return self._with_flag("the gradients' reduce-scatter", found_inf, buckets())
+
+    def all_gather(self, arrays: Sequence[np.ndarray], shards: Shards) -> None:
+        """ZeRO stage 1's all-gather of the updated parameters, laid out as their gradients:
+        each rank's run of each buffer broadcast from that rank, bucket by bucket."""
+        dist = _dist()
+
+        def buckets() -> Iterator[_Launched]:
+            for array, bounds in zip(arrays, shards.bounds, strict=True):
+                for r, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+                    n = self._pieces(hi - lo, array.itemsize)
+                    for k in range(n if hi > lo else 0):
+                        run = array[lo + (hi - lo) * k // n : lo + (hi - lo) * (k + 1) // n]
+                        yield (
+                            dist.broadcast(_bytes(run), self._global(r), group=self.group, async_op=True),
+                            None,
+                        )
+
+        self._run("the parameters' all-gather", buckets())
+
+    def norm(self, local: float, norm_type: float) -> float:
+        """The ``norm_type`` norm over every rank's gradients, from the norm of each rank's own
+        (ZeRO stage 1's clipping)."""
+        import torch
+
+        dist = _dist()
+        infinite = norm_type == float("inf")
+        value = torch.tensor([local if infinite else local**norm_type], dtype=torch.float64)
+        op = dist.ReduceOp.MAX if infinite else dist.ReduceOp.SUM
+        self._run(
+            "the gradients' norm", [(dist.all_reduce(value, op, group=self.group, async_op=True), None)]
+        )
+        return float(value.item() if infinite else value.item() ** (1.0 / norm_type))
 
     def mean(self, values: Sequence[float], what: str) -> list[float]:
         """The mean over ranks of a few float64 scalars (a loss, a flag)."""
@@ -113,7 +231,7 @@ class Ranks:
 
         dist = _dist()
         tensor = torch.tensor(list(values), dtype=torch.float64)
-        self._run(what, lambda: [(dist.all_reduce(tensor, group=self.group, async_op=True), None)])
+        self._run(what, [(dist.all_reduce(tensor, group=self.group, async_op=True), None)])
         return [float(v) / self.size for v in tensor]
 
     def broadcast(self, arrays: Sequence[np.ndarray], sources: Sequence[int], what: str) -> None:
@@ -121,20 +239,19 @@ class Ranks:
         dist = _dist()
         self._run(
             what,
-            lambda: [
-                (dist.broadcast(_tensor(a), self._global(src), group=self.group, async_op=True), None)
+            (
+                (dist.broadcast(_bytes(a), self._global(src), group=self.group, async_op=True), None)
                 for a, src in zip(arrays, sources, strict=True)
-                if a.size
-            ],
+            ),
         )
 
     def send_to(self, array: np.ndarray, rank: int, what: str) -> None:
         dist = _dist()
-        self._run(what, lambda: [(dist.isend(_tensor(array), self._global(rank), group=self.group), None)])
+        self._run(what, [(dist.isend(_bytes(array), self._global(rank), group=self.group), None)])
 
     def receive_from(self, array: np.ndarray, rank: int, what: str) -> None:
         dist = _dist()
-        self._run(what, lambda: [(dist.irecv(_tensor(array), self._global(rank), group=self.group), None)])
+        self._run(what, [(dist.irecv(_bytes(array), self._global(rank), group=self.group), None)])
 
     def objects(self, value, what: str) -> list:
         """Every rank's ``value`` (picklable), in rank order."""
@@ -180,19 +297,17 @@ class Ranks:
         """The error of a failed collective, naming the ranks that did not answer a roll call."""
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         missing = self._roll_call()
-        who = (
-            f"rank {', '.join(map(str, missing))} of {self.size} is lost (no answer within "
-            f"{ROLL_CALL_SECONDS:g} s)"
-            if missing
-            else "a rank is lost (the rendezvous store is gone too, so which one is unknown)"
-        )
+        if missing is None:
+            who = "a rank is lost (the rendezvous store is gone too, so which one is unknown)"
+        elif missing:
+            who = f"rank {', '.join(map(str, missing))} of {self.size} is lost (no answer within {ROLL_CALL_SECONDS:g} s)"
+        else:
+            who = "every rank answered a roll call, so none is lost: the collective itself failed"
         return RankLostError(f"data parallel: {what} failed on rank {self.rank}: {who}. ({reason})")
 
     def _roll_call(self) -> list[int] | None:
         """The ranks that do not set their key in the store within ``ROLL_CALL_SECONDS``: each
         survivor sets its own; None when the store itself is unreachable."""
-        import os
-
         dist = _dist()
         try:
             store = dist.distributed_c10d._get_default_store()  # torch has no public getter
@@ -209,20 +324,46 @@ class Ranks:
             return None
 
 
+def _scaling(tensor, factor: float) -> Callable[[], object]:
+    return lambda: tensor.mul_(factor)
+
+
 def _tensor(array: np.ndarray):
+    """A torch tensor over ``array``'s memory, for the collectives that add."""
     import torch
 
-    if array.dtype not in (np.float32, np.float64, np.float16, np.int64, np.int32):
-        raise TypeError(f"data parallel: torch.distributed takes no {array.dtype} buffer from NumPy")
+    if array.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(array)
 
 
-def join(timeout_seconds: float) -> Ranks | None:
+def _bytes(array: np.ndarray):
+    """A torch tensor over ``array``'s bytes, for the collectives that only move them."""
+    import torch
+
+    return torch.from_numpy(array.reshape(-1).view(np.uint8))
+
+
+def versions() -> dict[str, str]:
+    """The packages whose versions every rank must share."""
+
+    def version(package: str) -> str:
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    import onnxruntime  # its distribution's name is the build's (onnxruntime-cann, ...)
+
+    return {"ort_ascend_ops": version("ort_ascend_ops"), "onnxruntime": onnxruntime.__version__} | {
+        "torch": version("torch")
+    }
+
+
+def join(timeout_seconds: float = COLLECTIVE_TIMEOUT) -> Ranks | None:
     """Under ``torchrun`` (``WORLD_SIZE`` above 1 in the environment), this process's rank in the
     default group, initialized from the environment torchrun sets (gloo, each collective
     failing after ``timeout_seconds``); None in a single process."""
-    import os
-
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return None
     try:
@@ -230,7 +371,20 @@ def join(timeout_seconds: float) -> Ranks | None:
     except ImportError:
         raise RankMismatchError("data parallel runs on torch.distributed: pip install torch") from None
     if not dist.is_initialized():
-        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_seconds))
+        timeout = timedelta(seconds=timeout_seconds)
+        try:
+            store, rank, size = next(dist.rendezvous("env://", timeout=timeout))
+            # torchrun's c10d rendezvous (--standalone, --rdzv-backend c10d) keeps its store
+            # across restarts, where gloo would read the killed ranks' addresses: one prefix per
+            # attempt.
+            attempt = dist.PrefixStore(f"ort_ascend_ops/attempt{restarted()}", store)
+            dist.init_process_group("gloo", store=attempt, rank=rank, world_size=size, timeout=timeout)
+        except RuntimeError as error:  # the store's and gloo's timeouts and refused connections
+            where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+            raise RankLostError(
+                f"data parallel: the {os.environ['WORLD_SIZE']} processes did not all meet at {where} "
+                f"within {timeout_seconds:g} s ({str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__})"
+            ) from None
     return current()
 
 
@@ -243,21 +397,14 @@ def leave() -> None:
 
 def environment() -> tuple[int, int]:
     """This process's rank and the number of processes as torchrun sets them (0 and 1 alone)."""
-    import os
-
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def restarted() -> bool:
-    """Whether torchrun restarted this worker after a failure (``--max-restarts``)."""
-    import os
-
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+def threads_per_process() -> int:
+    """The cores of this machine shared among the processes torchrun started on it."""
+    return max(1, len(os.sched_getaffinity(0)) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
 
 
-def shards(sizes: Sequence[int], ranks: int) -> list[int]:
-    """The owner of each of ``sizes``' tensors, in order, as contiguous runs balanced by
-    element count: tensor i goes to the rank whose 1/N of the elements holds its first one."""
-    total = max(1, sum(sizes))
-    starts = np.cumsum([0, *sizes[:-1]]) if sizes else []
-    return [min(ranks - 1, int(start * ranks // total)) for start in starts]
+def restarted() -> int:
+    """How many times torchrun restarted this worker after a failure (``--max-restarts``)."""
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))

@@ -62,14 +62,16 @@ class Settings:
     eval_batches: int = 4
     warmup: int | None = None  # default: a tenth of the steps
     seed: int = 0
-    threads: int | None = None
+    threads: int | None = None  # None: ONNX Runtime's default, or the cores / processes on this machine
     precision: str = "fp32"
     max_grad_norm: float = 1.0  # 0: no clipping
     grad_accum: int = 1  # micro-batches of `batch` sequences per step, their gradients averaged
     lr_scheduler: str = "linear"  # after the warm-up: linear decay to 0, cosine to 0, or constant
     weight_decay: float = 0.01  # AdamW's, torch's default
     zero: int = 0  # 1: each rank holds the optimizer states of 1/N of the parameters (ZeRO stage 1)
-    collective_timeout: float = 300.0  # seconds before a collective waiting on a stalled rank fails
+    collective_timeout: float = (
+        distributed.COLLECTIVE_TIMEOUT
+    )  # seconds a collective waits for a stalled rank
 
     def __post_init__(self):
         if self.zero not in ZERO_STAGES:
@@ -388,6 +390,7 @@ def _start(model: Model, corpus: Corpus, settings: Settings, checkpoint: Path, r
     data = hashlib.sha256(corpus.train.tobytes() + corpus.held_out.tobytes()).hexdigest()[:16]
     facts = {"the model": _identity(model), "the data": f"{corpus.describe()} sha256 {data}"}
     facts |= {"--" + n.replace("_", "-"): str(getattr(settings, n)) for n in _AGREED}
+    facts |= distributed.versions()
     ranks.agree(facts, error)
     return state
 
@@ -404,6 +407,7 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
         say = _silent
     if distributed.restarted():  # torchrun's restart after a failure goes on from the checkpoint
         settings = dataclasses.replace(settings, resume=True)
+        say(f"torchrun restarted the processes (restart {distributed.restarted()}): resuming {settings.out}")
     out = settings.out
     checkpoint = out / "checkpoint.safetensors"
     resumed = _start(model, corpus, settings, checkpoint, ranks)
@@ -412,7 +416,9 @@ def train(model: str | Path | HfModel, corpus: Corpus, settings: Settings, say=p
         paths = artifacts_for(model, settings, None if rank0 else Path(own))
         say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
         state = resumed or CheckpointState.load_checkpoint(paths["checkpoint"])
-        module = Module(paths["training"], state, paths["eval"], threads=settings.threads)
+        # ONNX Runtime's default is every core: under torchrun each process takes its share.
+        threads = settings.threads or (None if ranks is None else distributed.threads_per_process())
+        module = Module(paths["training"], state, paths["eval"], threads=threads)
         optimizer = Optimizer(paths["optimizer"], module, zero=settings.zero)
         return _run(model, corpus, settings, module, optimizer, resumed is not None, say, world)
 

@@ -236,16 +236,19 @@ def in_place(model: onnx.ModelProto) -> onnx.ModelProto | None:
 MAX_NORM, TOTAL_NORM = "max_norm", "total_norm"
 
 
-def clip_model(types: list[onnx.TypeProto], norm_type: float) -> onnx.ModelProto:
+def clip_model(types: list[onnx.TypeProto], norm_type: float, part: str = "both") -> onnx.ModelProto:
     """``torch.nn.utils.clip_grad_norm_`` over gradients ``g0, g1, ...`` of ``types`` (float32):
     the ``norm_type`` norm of their norms (``total_norm``), and each gradient times
     ``min(max_norm / (total_norm + 1e-6), 1)`` as ``clipped<i>``. Each product is elementwise
     and its gradient's norm is upstream of it, so ``clipped<i>`` may be bound to ``g<i>``'s
-    buffer (as SGD's updates are: this module's doc)."""
+    buffer (as SGD's updates are: this module's doc). ``part``: ``"norm"`` computes the norm
+    alone, ``"scale"`` takes ``total_norm`` as an input and scales (one rank's share of the
+    gradients under ZeRO stage 1, the norm combined over the ranks in between)."""
     b = _Builder()
     f32 = TensorProto.FLOAT
-    inputs = [helper.make_value_info(MAX_NORM, helper.make_tensor_type_proto(f32, []))]
-    inputs += [helper.make_value_info(f"g{i}", t) for i, t in enumerate(types)]
+    scalar = helper.make_tensor_type_proto(f32, [])
+    inputs = [helper.make_value_info(f"g{i}", t) for i, t in enumerate(types)]
+    outputs = []
 
     def norm(x: str) -> str:
         if norm_type == 2.0:
@@ -255,16 +258,21 @@ def clip_model(types: list[onnx.TypeProto], norm_type: float) -> onnx.ModelProto
         powered = b.op("ReduceSum", b.op("Pow", b.op("Abs", x), b.const(norm_type, f32)), keepdims=0)
         return b.op("Pow", powered, b.const(1.0 / norm_type, f32))
 
-    axis = b.op("Constant", value=helper.make_tensor("axis", TensorProto.INT64, [1], [0]))
-    norms = [b.op("Unsqueeze", norm(f"g{i}"), axis) for i in range(len(types))]
-    norm(b.op("Concat", *norms, axis=0))
-    b.nodes[-1].output[0] = TOTAL_NORM  # the norm's last node writes the output itself
-    coefficient = b.op("Div", MAX_NORM, b.op("Add", TOTAL_NORM, b.const(1e-6, f32)))
-    clamped = b.op("Min", coefficient, b.const(1.0, f32))
-    outputs = [helper.make_value_info(TOTAL_NORM, helper.make_tensor_type_proto(f32, []))]
-    for i, t in enumerate(types):
-        b.nodes.append(helper.make_node("Mul", [f"g{i}", clamped], [f"clipped{i}"]))
-        outputs.append(helper.make_value_info(f"clipped{i}", t))
+    if part in ("both", "norm"):
+        axis = b.op("Constant", value=helper.make_tensor("axis", TensorProto.INT64, [1], [0]))
+        norms = [b.op("Unsqueeze", norm(f"g{i}"), axis) for i in range(len(types))]
+        norm(b.op("Concat", *norms, axis=0))
+        b.nodes[-1].output[0] = TOTAL_NORM  # the norm's last node writes the output itself
+        outputs.append(helper.make_value_info(TOTAL_NORM, scalar))
+    else:
+        inputs.append(helper.make_value_info(TOTAL_NORM, scalar))
+    if part in ("both", "scale"):
+        inputs.append(helper.make_value_info(MAX_NORM, scalar))
+        coefficient = b.op("Div", MAX_NORM, b.op("Add", TOTAL_NORM, b.const(1e-6, f32)))
+        clamped = b.op("Min", coefficient, b.const(1.0, f32))
+        for i, t in enumerate(types):
+            b.nodes.append(helper.make_node("Mul", [f"g{i}", clamped], [f"clipped{i}"]))
+            outputs.append(helper.make_value_info(f"clipped{i}", t))
     graph = helper.make_graph(b.nodes, "clip_grad_norm", inputs, outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=10)
     onnx.checker.check_model(model, full_check=True)

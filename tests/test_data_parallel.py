@@ -30,6 +30,8 @@ torch = pytest.importorskip("torch")
 TESTS = Path(__file__).parent
 MODEL = str(TESTS.parent / "models" / "byte_llama.onnx")
 AUDIT = str(TESTS / "rank_audit.py")
+# torchrun on a port of its own, so that tests running side by side do not meet.
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
 RUN = ["--seq", "32", "--lr", "3e-3", "--save-every", "2", "--eval-every", "3", "--threads", "1"]
 # float32 sums in another order (each rank adds its half of the batch, gloo adds the halves) move
 # a float32 run by about 2e-7 relative; a mixed run rounds each step's weights to the low type,
@@ -37,23 +39,13 @@ RUN = ["--seq", "32", "--lr", "3e-3", "--save-every", "2", "--eval-every", "3", 
 TOLERANCE = {"fp32": 1e-5, "bf16-mixed": 2.0**-7, "fp16-mixed": 2.0**-10}
 
 
-def _torchrun(*args, nproc=2, extra=(), env=None, **kwargs):
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        str(nproc),
-        *extra,
-    ]
-    return subprocess.run(
-        [*command, AUDIT, "train", MODEL, *args], env=env, capture_output=True, text=True, **kwargs
-    )
+def _torchrun(*args, env):
+    command = [*TORCHRUN, "--nproc_per_node", "2", AUDIT, "train", MODEL, *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True)
 
 
-def _audited_env(out: Path, log: Path, **more) -> dict:
-    return {**os.environ, "AUDIT_OUT": str(out), "AUDIT_LOG": str(log), **more}
+def _audited_env(out: Path, log: Path) -> dict:
+    return {**os.environ, "AUDIT_OUT": str(out), "AUDIT_LOG": str(log)}
 
 
 def _single(out: Path, args) -> Path:
@@ -181,16 +173,7 @@ def test_a_killed_rank_is_restarted_by_torchrun_and_the_run_ends_as_an_uninterru
     result = _torchrun(*LONG, "--out", str(clean), env=_audited_env(clean, tmp_path / "w"))
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "restarted"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        "--max-restarts",
-        "1",
-    ]
+    command = [*TORCHRUN, "--nproc_per_node", "2", "--max-restarts", "1"]
     process = subprocess.Popen(
         [*command, AUDIT, "train", MODEL, *LONG, "--out", str(out)],
         env=_audited_env(out, tmp_path / "w2"),
@@ -320,7 +303,7 @@ def api_ranks(tmp_path_factory):
             artifact_directory=folder / precision,
             precision=precision,
         )
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    command = [*TORCHRUN, "--nproc_per_node", "2"]
     script = str(TESTS / "data_parallel_ranks.py")
     result = subprocess.run([*command, script, str(folder), str(folder)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]

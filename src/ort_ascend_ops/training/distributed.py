@@ -94,9 +94,6 @@ class Shards:
             bounds.append([*cuts, array.size])
         return cls(bounds, owners)
 
-    def owned(self, rank: int) -> list[str]:
-        return [name for name, owner in self.owners.items() if owner == rank]
-
 
 class Ranks:
     """The processes of one group, and the collectives the training API runs over them.

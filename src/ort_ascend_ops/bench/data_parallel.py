@@ -24,13 +24,14 @@ import gc
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from . import training_memory
 
 ENGINES = {  # name: (runtime, ZeRO stage)
     "ours native": ("ours", 0),
@@ -40,31 +41,24 @@ ENGINES = {  # name: (runtime, ZeRO stage)
 }
 
 
-def _peak_rss() -> int:
-    with open("/proc/self/status") as status:
-        return int(status.read().split("VmHWM:")[1].split()[0]) * 1024
-
-
 class _Ours:
-    def __init__(self, job: dict, zero: int):
+    """``training_step``'s engine of ours over the default group that ``distributed.join``
+    starts."""
+
+    def __init__(self, job: dict, zero: int, ids: np.ndarray):
         from ..training import distributed
-        from ..training.api import CheckpointState, Module, Optimizer
+        from .training_step import _Ours
 
         distributed.join()
-        paths = job["paths"]
-        state = CheckpointState.load_checkpoint(paths["checkpoint"])
-        self.module = Module(paths["training"], state, threads=job["threads"])
-        self.optimizer = Optimizer(paths["optimizer"], self.module, zero=zero)
+        self.step = _Ours(job["paths"], job["threads"], True, ids, zero=zero)
 
-    def __call__(self, ids: np.ndarray) -> float:
-        loss = self.module(ids, ids)
-        self.optimizer.step()
-        self.module.lazy_reset_grad()
-        return float(loss)
+    def __call__(self) -> float:
+        self.step()
+        return self.step.losses[-1]
 
     def communication(self) -> tuple[float, float]:
         """Seconds in collectives so far, and of them hidden behind compute (none)."""
-        ranks = self.module.ranks
+        ranks = self.step.module.ranks
         return (0.0 if ranks is None else ranks.seconds), 0.0
 
     def leave(self) -> None:
@@ -74,43 +68,36 @@ class _Ours:
 
 
 class _Torch:
-    def __init__(self, job: dict, zero: int):
+    """``training_memory.TorchStep`` of the job's model, under DDP in many processes."""
+
+    def __init__(self, job: dict, zero: int, ids: np.ndarray):
         import torch
         import torch.distributed as dist
-        import transformers
 
-        torch.set_num_threads(job["threads"])
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
-        config = getattr(transformers, job["architecture"])(**job["config"])
-        model = transformers.AutoModelForCausalLM.from_config(config)
-        model.load_state_dict(torch.load(job["weights"]))
-        model.train()
-        self.ddp = None
+        model = training_memory.torch_model(job)
+        self.ddp, optimizer = None, None
         if self.world > 1:
             dist.init_process_group("gloo")
             self.ddp = torch.nn.parallel.DistributedDataParallel(model)
             self.ddp._set_ddp_runtime_logging_sample_rate(1)  # its comm times every step
             model = self.ddp
-        if zero and self.world > 1:
-            from torch.distributed.optim import ZeroRedundancyOptimizer
+            if zero:
+                from torch.distributed.optim import ZeroRedundancyOptimizer
 
-            self.optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)
-        else:
-            self.optimizer = torch.optim.AdamW(model.parameters())
-        self.model, self.torch = model, torch
+                optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW)
+        self.step: training_memory.TorchStep | None = training_memory.TorchStep(model, optimizer=optimizer)
+        self.ids, self.torch = torch.from_numpy(ids), torch
         self.comm = self.hidden = 0.0
 
-    def __call__(self, ids: np.ndarray) -> float:
-        self.optimizer.zero_grad(set_to_none=True)
-        x = self.torch.from_numpy(ids)
-        loss = self.model(input_ids=x, labels=x).loss
-        loss.backward()
-        self.optimizer.step()
+    def __call__(self) -> float:
+        assert self.step is not None
+        loss = self.step(self.ids)
         if self.ddp is not None:
             logged = self.ddp._get_ddp_logging_data()
             self.comm += logged.get("backward_comm_time", 0) / 1e9
             self.hidden += logged.get("backward_compute_comm_overlap_time", 0) / 1e9
-        return float(loss.detach())
+        return loss
 
     def communication(self) -> tuple[float, float]:
         return self.comm, self.hidden
@@ -118,7 +105,7 @@ class _Torch:
     def leave(self) -> None:
         # DDP's reducer holds the process group: freed last, it would join gloo's threads holding
         # the GIL that one of them waits for (a deadlock at exit, seen with torch 2.13).
-        self.model = self.ddp = self.optimizer = None
+        self.step = self.ddp = None
         gc.collect()
         if self.world > 1:
             self.torch.distributed.destroy_process_group()
@@ -129,16 +116,16 @@ def child(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     rank = int(os.environ.get("RANK", "0"))
     runtime, zero = ENGINES[job["engine"]]
-    engine = (_Ours if runtime == "ours" else _Torch)(job, zero)
     b = job["batch_per_rank"]
     ids = np.load(job["batch"])[rank * b : (rank + 1) * b]
+    engine = (_Ours if runtime == "ours" else _Torch)(job, zero, ids)
     times, losses = [], []
     comm_before, hidden_before = engine.communication()
     for i in range(job["warmup"] + job["steps"]):
         if i == job["warmup"]:
             comm_before, hidden_before = engine.communication()
         start = time.perf_counter()
-        losses.append(engine(ids))
+        losses.append(engine())
         times.append(time.perf_counter() - start)
     comm, hidden = engine.communication()
     record = {
@@ -146,7 +133,7 @@ def child(job_path: str) -> None:
         "step_s": statistics.median(times[job["warmup"] :]),
         "comm_s": (comm - comm_before) / job["steps"],
         "hidden_s": (hidden - hidden_before) / job["steps"],
-        "peak_rss": _peak_rss(),
+        "peak_rss": training_memory.peak_rss(),
         "losses": losses,
     }
     records = [record]
@@ -169,15 +156,7 @@ def _launch(job: dict, nproc: int, folder: Path) -> list[dict] | dict:
     launcher = (
         ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)] if nproc > 1 else []
     )
-    try:  # a guard against a hang of the engine's collectives, reported as its result
-        run = subprocess.run(
-            [sys.executable, *launcher, *module], capture_output=True, text=True, timeout=3600
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": "no result within an hour"}
-    if run.returncode:
-        return {"error": (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]}
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return training_memory.run_child([sys.executable, *launcher, *module], timeout=3600)
 
 
 def run_config(

@@ -14,7 +14,8 @@ from pathlib import Path
 ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile")
 
 
-def _peak_rss() -> int:
+def peak_rss() -> int:
+    """This process's high-water mark of resident memory, in bytes."""
     with open("/proc/self/status") as status:
         return int(status.read().split("VmHWM:")[1].split()[0]) * 1024
 
@@ -47,13 +48,13 @@ def precision_of(engine: str) -> str:
 class TorchStep:
     """One training step of a transformers causal LM as a PyTorch user runs it at ``precision``:
     forward with its labels under ``torch.autocast`` (off for fp32), backward and AdamW through a
-    ``GradScaler`` (enabled for fp16 only)."""
+    ``GradScaler`` (enabled for fp16 only). ``optimizer``: ``torch.optim.AdamW`` unless given."""
 
-    def __init__(self, model, precision: str = "fp32"):
+    def __init__(self, model, precision: str = "fp32", optimizer=None):
         import torch
 
         self.model = model
-        self.optimizer = torch.optim.AdamW(model.parameters())
+        self.optimizer = optimizer or torch.optim.AdamW(model.parameters())
         low = {"bf16-mixed": torch.bfloat16, "fp16-mixed": torch.float16}.get(precision)
         self.autocast = torch.autocast("cpu", dtype=low, enabled=low is not None)
         self.scaler = torch.amp.GradScaler("cpu", enabled=precision == "fp16-mixed")
@@ -68,8 +69,9 @@ class TorchStep:
         return float(loss.detach())
 
 
-def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
-    import numpy as np
+def torch_model(job: dict):
+    """The job's transformers model (``architecture``, ``config``, ``weights``) in training
+    mode, torch at the job's ``threads``."""
     import torch
     import transformers
 
@@ -77,7 +79,14 @@ def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
     config = getattr(transformers, job["architecture"])(**job["config"])
     model = transformers.AutoModelForCausalLM.from_config(config)
     model.load_state_dict(torch.load(job["weights"]))
-    model.train()
+    return model.train()
+
+
+def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
+    import numpy as np
+    import torch
+
+    model = torch_model(job)
     step = TorchStep(torch.compile(model) if compiled else model, precision)
     ids = torch.from_numpy(np.load(job["batch"]))
     return [step(ids) for _ in range(job["steps"])]
@@ -90,7 +99,7 @@ def child(job_path: str) -> None:
         losses = _ours(job, native=engine.startswith("ours native"))
     else:
         losses = _torch(job, compiled=engine == "torch.compile", precision=precision_of(engine))
-    print(json.dumps({"peak_rss": _peak_rss(), "losses": losses}))
+    print(json.dumps({"peak_rss": peak_rss(), "losses": losses}))
 
 
 def measure(job: dict, folder: Path) -> dict:
@@ -99,11 +108,16 @@ def measure(job: dict, folder: Path) -> dict:
     error it ended with."""
     path = folder / f"memory_{job['engine'].replace(' ', '_')}_{job['seq']}.json"
     path.write_text(json.dumps(job))
-    run = subprocess.run(
-        [sys.executable, "-m", "ort_ascend_ops.bench.training_memory", str(path)],
-        capture_output=True,
-        text=True,
-    )
+    return run_child([sys.executable, "-m", "ort_ascend_ops.bench.training_memory", str(path)])
+
+
+def run_child(command: list[str], timeout: float | None = None):
+    """The JSON a child process prints last, or ``{"error": ...}``: the last line of its stderr,
+    or that it gave no result within ``timeout`` seconds (a guard against a hang)."""
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {timeout:g} s"}
     if run.returncode:
         return {"error": (run.stderr.strip().splitlines() or [f"exit code {run.returncode}"])[-1]}
     return json.loads(run.stdout.strip().splitlines()[-1])

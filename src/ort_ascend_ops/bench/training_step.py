@@ -121,7 +121,14 @@ class _Ours:
     """ours native or portable: the artifacts' Module and Optimizer at ``threads``."""
 
     def __init__(
-        self, paths: dict, threads: int, native: bool, ids: np.ndarray, options=None, optimizer_options=None
+        self,
+        paths: dict,
+        threads: int,
+        native: bool,
+        ids: np.ndarray,
+        options=None,
+        optimizer_options=None,
+        zero: int = 0,
     ):
         from ..training.api import CheckpointState, Module, Optimizer
 
@@ -130,7 +137,9 @@ class _Ours:
         self.module = Module(
             paths["training"], state, threads=threads, native=native, session_options=options
         )
-        self.optimizer = Optimizer(paths["optimizer"], self.module, session_options=optimizer_options)
+        self.optimizer = Optimizer(
+            paths["optimizer"], self.module, session_options=optimizer_options, zero=zero
+        )
         self.losses: list[float] = []
 
     def __call__(self) -> None:

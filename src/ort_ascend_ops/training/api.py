@@ -345,6 +345,7 @@ class Module:
         # training call, each a Buffers of one buffer per element type.
         self._grads: Buffers | None = None
         self._scratch: Buffers | None = None
+        self._first_call = True
         self._clippers: dict[tuple, ort.InferenceSession] = {}  # clip_grad_norm_'s sessions
         self._scaling = None
         if self._train.scaled:
@@ -442,8 +443,10 @@ class Module:
             return program.results(binding)
         accumulate = not self._reset_pending
         grads = self._gradient_buffers()
-        for p, view in grads.views.items():
-            self._state.parameters[p]._grad = view
+        if self._first_call:  # Parameter.grad is None until then, even where the buffers exist
+            for p, view in grads.views.items():
+                self._state.parameters[p]._grad = view
+            self._first_call = False
         if accumulate and self._scratch is None:
             self._scratch = Buffers(grads.views)
         targets = self._scratch if accumulate else grads
@@ -553,10 +556,10 @@ class Module:
 ZERO_STAGES = (0, 1)
 
 
-def _rehomed(state: CheckpointState, names) -> Buffers:
-    """The parameters ``names`` moved into buffers laid out as their gradients' (``Buffers`` of
-    the same values in the same order), so that each rank's run of them is one collective."""
-    flat = Buffers({p: state.parameters[p]._value for p in names})
+def _rehomed(state: CheckpointState, grads: Buffers) -> Buffers:
+    """The parameters moved into buffers laid out as their gradients ``grads``, so that each
+    rank's run of them is one collective."""
+    flat = Buffers(grads.views)
     for p, view in flat.views.items():
         np.copyto(ortvalue_memory(view), ortvalue_memory(state.parameters[p]._value))
         state.parameters[p]._value = view
@@ -605,10 +608,11 @@ class Optimizer:
         self._owners = [0] * len(trained)  # the rank that updates each of them
         self._flat: Buffers | None = None  # ZeRO's parameters, laid out as their gradients
         if zero and ranks is not None:
-            shards = distributed.Shards.of(module._gradient_buffers(), ranks.size)
+            grads = module._gradient_buffers()
+            shards = distributed.Shards.of(grads, ranks.size)
             module._shards = shards
             self._owners = [shards.owners.get(p, 0) for p in trained]
-            self._flat = _rehomed(state, module._train.grads)
+            self._flat = _rehomed(state, grads)
         rank = ranks.rank if ranks is not None else 0
         self._names = [p for p, o in zip(trained, self._owners, strict=True) if o == rank or not self.zero]
         if self.zero and self._names:
@@ -745,7 +749,8 @@ class Optimizer:
         if self._session is not None:
             self._update_own()
         ranks = self._module._ranks
-        if self._flat is not None and ranks is not None and self._module._shards is not None:
+        if self._flat is not None:  # set under ZeRO stage 1 alone
+            assert ranks is not None and self._module._shards is not None
             ranks.all_gather(self._flat.arrays, self._module._shards)
         self._scalars["step"] = self.step_count + 1
 

@@ -69,9 +69,8 @@ class Settings:
     lr_scheduler: str = "linear"  # after the warm-up: linear decay to 0, cosine to 0, or constant
     weight_decay: float = 0.01  # AdamW's, torch's default
     zero: int = 0  # 1: each rank holds the optimizer states of 1/N of the parameters (ZeRO stage 1)
-    collective_timeout: float = (
-        distributed.COLLECTIVE_TIMEOUT
-    )  # seconds a collective waits for a stalled rank
+    # Seconds a collective waits for a stalled rank.
+    collective_timeout: float = distributed.COLLECTIVE_TIMEOUT
 
     def __post_init__(self):
         if self.zero not in ZERO_STAGES:

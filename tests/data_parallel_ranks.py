@@ -23,16 +23,17 @@ def rows(rank: int) -> tuple[np.ndarray, np.ndarray]:
     return x[2 * rank : 2 * rank + 2], t[2 * rank : 2 * rank + 2]
 
 
-def start(name: str, zero: int = 0) -> tuple[CheckpointState, Module, Optimizer]:
+def start(name: str, zero: int = 0, native: bool = True, threads: int = 1):
     paths = artifact_paths(Path(sys.argv[1]) / name)
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state, threads=1)
+    module = Module(paths["training"], state, threads=threads, native=native)
     return state, module, Optimizer(paths["optimizer"], module, zero=zero)
 
 
-def averaged(rank: int, zero: int) -> None:
-    """One step: the averaged gradients, the clipped norm, the updated parameters."""
-    state, module, optimizer = start("fp32", zero)
+def averaged(rank: int, zero: int, native: bool = True, threads: int = 1) -> None:
+    """One step: the averaged gradients, the clipped norm, the updated parameters. The portable
+    path (``native=False``) updates into a second buffer, which ZeRO copies back."""
+    state, module, optimizer = start("fp32", zero, native, threads)
     x, t = rows(rank)
     loss = module(x, t)
     grads = {n: p.grad for n, p in state.parameters.items()}
@@ -42,7 +43,8 @@ def averaged(rank: int, zero: int) -> None:
     saved = {f"grad/{n}": g for n, g in grads.items()} | {f"clipped/{n}": g for n, g in clipped.items()}
     saved |= {f"param/{n}": p.data for n, p in state.parameters.items()}
     saved |= {"loss": loss, "norm": np.float64(norm), "owned": np.array(optimizer.owned)}
-    np.savez(Path(sys.argv[2]) / f"zero{zero}.rank{rank}.npz", **saved)
+    name = f"zero{zero}" + ("" if native else "-portable")
+    np.savez(Path(sys.argv[2]) / f"{name}.rank{rank}.npz", **saved)
 
 
 def overflow_on_one_rank(rank: int) -> None:
@@ -71,5 +73,6 @@ if __name__ == "__main__":
     rank = dist.get_rank()
     averaged(rank, zero=0)
     averaged(rank, zero=1)
+    averaged(rank, zero=1, native=False, threads=2)
     overflow_on_one_rank(rank)
     dist.destroy_process_group()

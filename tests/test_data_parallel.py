@@ -320,9 +320,11 @@ def _oracle_gradients(w1: np.ndarray, w2: np.ndarray) -> dict[str, np.ndarray]:
     return {"w1": x.T @ (g @ w2.T), "w2": h.T @ g}
 
 
-@pytest.mark.parametrize("zero", [0, 1])
-def test_the_api_averages_clips_and_steps_as_one_process_on_the_whole_batch(zero, api_ranks):
+@pytest.mark.parametrize("scenario", ["zero0", "zero1", "zero1-portable"])
+def test_the_api_averages_clips_and_steps_as_one_process_on_the_whole_batch(scenario, api_ranks):
     from data_parallel_ranks import MAX_NORM
+
+    zero = int(scenario[4])
 
     start = {
         i.name: onnx.numpy_helper.to_array(i).astype(np.float64) for i in _linear_chain().graph.initializer
@@ -330,7 +332,7 @@ def test_the_api_averages_clips_and_steps_as_one_process_on_the_whole_batch(zero
     expected = _oracle_gradients(start["w1"], start["w2"])
     norm = float(np.sqrt(sum(np.sum(g * g) for g in expected.values())))
     assert norm > MAX_NORM, "the gradients would not be clipped: the check proves little"
-    ranks = [api_ranks[f"zero{zero}.rank{r}"] for r in range(2)]
+    ranks = [api_ranks[f"{scenario}.rank{r}"] for r in range(2)]
     owned = [set(r["owned"].tolist()) for r in ranks]
     assert owned == ([{"w1", "w2"}] * 2 if zero == 0 else [{"w1"}, {"w2"}])
     for rank, mine in zip(ranks, owned, strict=True):

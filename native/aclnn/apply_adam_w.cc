@@ -24,9 +24,11 @@ struct ApplyAdamWAclnn : AclnnKernel<ApplyAdamWSignature<TP, T>> {
     const size_t bytes = static_cast<size_t>(count) * sizeof(TP);
     // aclnn updates varRef, mRef and vRef in place: the outputs, holding the inputs' values
     // already where ORT made them the inputs' buffers (the alias map), copied in otherwise.
+    using Schema = schema::ApplyAdamW;
     const void* ins[] = {a.param.data, a.exp_avg.data, a.exp_avg_sq.data};
-    void* outs[3];
-    for (size_t i = 0; i < 3; ++i) outs[i] = io.output<TP>(i, shape);
+    void* outs[] = {io.output<TP>(Schema::kOutput_param_out, shape),
+                    io.output<TP>(Schema::kOutput_exp_avg_out, shape),
+                    io.output<TP>(Schema::kOutput_exp_avg_sq_out, shape)};
     if (count == 0) return Ort::Status(nullptr);  // aclnn's tiling refuses empty tensors
     const aclTensor* step_tensor = call.tensor(call.to_device(&step, sizeof step), {1}, ACL_INT64);
     for (size_t i = 0; i < 3; ++i) call.copy_on_stream(outs[i], ins[i], bytes);

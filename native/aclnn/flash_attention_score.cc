@@ -15,9 +15,9 @@ struct FlashAttentionScoreAclnn : AclnnKernel<FlashAttentionScoreSignature<T>> {
     AclnnCall call(this->kName, io, this->allocator.get());
     if (auto status = check_fa_aclnn_limits(this->kName, call.cann().family(), a.g); !status.IsOK())
       return status;
-    auto* out = io.output<T>(0, a.out_shape);
-    auto* softmax_max = io.output<float>(1, a.stats_shape);
-    auto* softmax_sum = io.output<float>(2, a.stats_shape);
+    auto* out = io.output<T>(schema::FlashAttentionScore::kOutput_attention_out, a.out_shape);
+    auto* softmax_max = io.output<float>(schema::FlashAttentionScore::kOutput_softmax_max, a.stats_shape);
+    auto* softmax_sum = io.output<float>(schema::FlashAttentionScore::kOutput_softmax_sum, a.stats_shape);
     const int64_t stats = element_count(a.stats_shape);
     if (stats == 0) return Ort::Status(nullptr);  // no query rows
     if (element_count(a.key.shape) == 0) {

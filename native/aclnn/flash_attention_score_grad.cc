@@ -13,9 +13,9 @@ struct FlashAttentionScoreGradAclnn : AclnnKernel<FlashAttentionScoreGradSignatu
     AclnnCall call(this->kName, io, this->allocator.get());
     if (auto status = check_fa_aclnn_limits(this->kName, call.cann().family(), a.g); !status.IsOK())
       return status;
-    auto* dq = io.output<T>(0, a.query.shape);
-    auto* dk = io.output<T>(1, a.key.shape);
-    auto* dv = io.output<T>(2, a.value.shape);
+    auto* dq = io.output<T>(schema::FlashAttentionScoreGrad::kOutput_dq, a.query.shape);
+    auto* dk = io.output<T>(schema::FlashAttentionScoreGrad::kOutput_dk, a.key.shape);
+    auto* dv = io.output<T>(schema::FlashAttentionScoreGrad::kOutput_dv, a.value.shape);
     if (element_count(a.query.shape) == 0 || element_count(a.key.shape) == 0) {
       // No query rows or no key rows: nothing reaches any gradient; aclnn refuses empty tensors.
       const T zero{};

@@ -44,8 +44,8 @@ struct LightningIndexerAclnn : LightningIndexerAclnnKernel<LightningIndexerSigna
         !status.IsOK())
       return status;
     const Shape out_shape = this->output_shape(a.query.shape);
-    auto* indices = io.output<int32_t>(0, out_shape);
-    auto* values = io.output<T>(1, out_shape);
+    auto* indices = io.output<int32_t>(schema::LightningIndexer::kOutput_sparse_indices, out_shape);
+    auto* values = io.output<T>(schema::LightningIndexer::kOutput_sparse_values, out_shape);
     if (s.spans.tokens() == 0) return Ort::Status(nullptr);  // nothing to select; aclnn refuses empty tensors
     if (auto status = check_batches(op, s, 0); !status.IsOK()) return status;
     // aclnn's outputs carry key's head axis (N2 = 1) before K: same memory, one more axis.

@@ -41,6 +41,10 @@ struct LightningIndexerGradAclnn : LightningIndexerAclnnKernel<LightningIndexerG
                                   });
         !status.IsOK())
       return status;
+    using Schema = schema::LightningIndexerGrad;
+    auto* d_query = io.output<T>(Schema::kOutput_d_query, a.query.shape);
+    auto* d_key = io.output<T>(Schema::kOutput_d_key, a.key.shape);
+    auto* d_weights = io.output<T>(Schema::kOutput_d_weights, a.weights.shape);
     constexpr aclDataType type = acl_type<T>();
     const bool tnd = this->tnd();
     std::string layout = this->layout;  // aclnn takes a char*
@@ -50,10 +54,8 @@ struct LightningIndexerGradAclnn : LightningIndexerAclnnKernel<LightningIndexerG
         call.tensor(a.indices.data, a.indices.shape, ACL_INT32),
         call.tensor(a.weights.data, a.weights.shape, type), lengths_tensor(call, a.query_lengths, tnd),
         lengths_tensor(call, a.key_lengths, tnd), *this->head_num, layout.data(), this->sparse_mode,
-        this->pre_tokens, this->next_tokens, this->deterministic,
-        call.tensor(io.output<T>(0, a.query.shape), a.query.shape, type),
-        call.tensor(io.output<T>(1, a.key.shape), a.key.shape, type),
-        call.tensor(io.output<T>(2, a.weights.shape), a.weights.shape, type));
+        this->pre_tokens, this->next_tokens, this->deterministic, call.tensor(d_query, a.query.shape, type),
+        call.tensor(d_key, a.key.shape, type), call.tensor(d_weights, a.weights.shape, type));
   }
 };
 

@@ -19,8 +19,9 @@ struct NonFiniteCheckAndUnscaleAclnn : AclnnKernel<NonFiniteCheckAndUnscaleSigna
       return status;
     // aclnn updates scaledGrads and foundInf in place: the outputs, holding the inputs' values
     // (the gradients already where ORT made the output their buffer; the flag from the host).
-    void* grads = io.output<T>(0, shape);
-    float* found = io.output<float>(1, a.found_inf_shape);
+    void* grads = io.output<T>(schema::NonFiniteCheckAndUnscale::kOutput_grads_out, shape);
+    float* found =
+        io.output<float>(schema::NonFiniteCheckAndUnscale::kOutput_found_inf_out, a.found_inf_shape);
     call.copy_on_stream(found, call.to_device(&a.found_inf, sizeof(float)), sizeof(float));
     const int64_t count = element_count(shape);
     if (count == 0) return Ort::Status(nullptr);  // the vendor refuses empty tensors; the flag stands

@@ -21,8 +21,8 @@ struct RmsNormAclnn : AclnnKernel<RmsNormSignature<T, TG>> {
         !status.IsOK())
       return status;
     const Shape rstd_dims = rstd_shape(a.x.shape, a.g.n);
-    auto* y = io.output<T>(0, a.x.shape);
-    auto* rstd = io.output<float>(1, rstd_dims);
+    auto* y = io.output<T>(schema::RmsNorm::kOutput_y, a.x.shape);
+    auto* rstd = io.output<float>(schema::RmsNorm::kOutput_rstd, rstd_dims);
     if (a.g.rows == 0) return Ort::Status(nullptr);  // nothing to compute; aclnn's tiling refuses empty axes
     return call.run<acl::RmsNormPrepare>(
         "aclnnRmsNorm", call.tensor(a.x.data, a.x.shape, acl_type<T>()),

@@ -17,8 +17,8 @@ struct RmsNormGradAclnn : AclnnKernel<RmsNormGradSignature<T, TG>> {
     if (auto status = check_rms_norm_product<T, TG>(this->kName, call.cann().family(), shape, shape.back());
         !status.IsOK())
       return status;
-    auto* dx = io.output<T>(0, shape);
-    auto* dgamma = io.output<float>(1, a.gamma.shape);
+    auto* dx = io.output<T>(schema::RmsNormGrad::kOutput_dx, shape);
+    auto* dgamma = io.output<float>(schema::RmsNormGrad::kOutput_dgamma, a.gamma.shape);
     // rstd goes in its keepdims form whatever shape it came in (aclnn only counts its elements).
     return call.run<acl::RmsNormGradPrepare>("aclnnRmsNormGrad", call.tensor(a.dy.data, shape, acl_type<T>()),
                                              call.tensor(a.x.data, shape, acl_type<T>()),

@@ -16,7 +16,7 @@ struct RotaryPositionEmbeddingAclnn : AclnnKernel<RotaryPositionEmbeddingSignatu
     if (auto status = check_rope_product(limits, call.cann().family(), a.x.shape, a.cos.shape, this->mode);
         !status.IsOK())
       return status;
-    auto* y = io.output<T>(0, a.x.shape);
+    auto* y = io.output<T>(schema::RotaryPositionEmbedding::kOutput_y, a.x.shape);
     constexpr aclDataType type = acl_type<T>();
     return call.run<acl::RotaryPositionEmbeddingPrepare>(
         "aclnnRotaryPositionEmbedding", call.tensor(a.x.data, a.x.shape, type),

@@ -1,6 +1,7 @@
 # The ops are those of schemas/*.toml (the repository's, which the sdist carries beside native/).
-# ort/schema.h in the build tree holds what the glue takes from them (op list, domain, attribute
-# defaults), regenerated whenever a schema or the script changes. Python 3.11 for tomllib.
+# ort/schema.h in the build tree holds what the glue takes from them (op list, domain, each op's
+# inputs and outputs, attribute defaults), regenerated whenever a schema or the script changes.
+# Python 3.11 for tomllib.
 find_package(Python 3.11 COMPONENTS Interpreter REQUIRED)
 file(GLOB OAO_SCHEMAS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/../schemas/*.toml)
 if(NOT OAO_SCHEMAS)

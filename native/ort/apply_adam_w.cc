@@ -14,8 +14,11 @@ struct ApplyAdamWKernel : ApplyAdamWSignature<TP, T> {
   Ort::Status run(const Io& io, const Args& a) const {
     const Shape& shape = a.param.shape;
     // Each output is its input's buffer where ORT honours the alias map, another buffer otherwise.
-    apply_adam_w(a.param.data, a.exp_avg.data, a.exp_avg_sq.data, a.grad.data, a.scalars, io.output<TP>(0, shape),
-                 io.output<TP>(1, shape), io.output<TP>(2, shape), element_count(shape), io.parallel());
+    apply_adam_w(a.param.data, a.exp_avg.data, a.exp_avg_sq.data, a.grad.data, a.scalars,
+                 io.output<TP>(schema::ApplyAdamW::kOutput_param_out, shape),
+                 io.output<TP>(schema::ApplyAdamW::kOutput_exp_avg_out, shape),
+                 io.output<TP>(schema::ApplyAdamW::kOutput_exp_avg_sq_out, shape), element_count(shape),
+                 io.parallel());
     return Ort::Status(nullptr);
   }
 };

@@ -14,9 +14,11 @@ struct FlashAttentionScoreGradKernel : FlashAttentionScoreGradSignature<T> {
   Ort::Status run(const Io& io, const Args& a) const {
     if (auto status = check_fa_blas_sizes(this->kName, a.g); !status.IsOK()) return status;
     const auto* mask = a.mask ? static_cast<const uint8_t*>(a.mask->data) : nullptr;  // bool is one byte
-    flash_attention_score_grad(a.query.data, a.key.data, a.value.data, a.dy.data, mask, a.softmax_max.data,
-                               a.softmax_sum.data, a.attention_in.data, a.g, io.output<T>(0, a.query.shape),
-                               io.output<T>(1, a.key.shape), io.output<T>(2, a.value.shape), io.parallel());
+    flash_attention_score_grad(
+        a.query.data, a.key.data, a.value.data, a.dy.data, mask, a.softmax_max.data, a.softmax_sum.data,
+        a.attention_in.data, a.g, io.output<T>(schema::FlashAttentionScoreGrad::kOutput_dq, a.query.shape),
+        io.output<T>(schema::FlashAttentionScoreGrad::kOutput_dk, a.key.shape),
+        io.output<T>(schema::FlashAttentionScoreGrad::kOutput_dv, a.value.shape), io.parallel());
     return Ort::Status(nullptr);
   }
 };

@@ -1,5 +1,5 @@
 // What FlashAttentionScore and its grad look like to ONNX Runtime on every execution provider:
-// slots, attributes and the contract's rules (layouts BSND, BNSD, BSH, SBH, TND; N1 % N2 == 0;
+// slot types, attributes and the contract's rules (layouts BSND, BNSD, BSH, SBH, TND; N1 % N2 == 0;
 // atten_mask only with sparse_mode 0 outside TND; TND's cumulative lengths), and the geometry the
 // kernels read the tensors in place with.
 #pragma once
@@ -316,23 +316,16 @@ struct FlashAttentionBase : Signature {
   float keep_prob;
 };
 
-constexpr ONNXTensorElementDataType kFaAnyType = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-
 template <class T>
 struct FlashAttentionScoreSignature
     : FlashAttentionBase<FlashAttentionScoreSignature<T>, schema::FlashAttentionScore> {
   using Base = FlashAttentionBase<FlashAttentionScoreSignature<T>, schema::FlashAttentionScore>;
-  static constexpr const char* kName = "FlashAttentionScore";
-  static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{"query", kT},
-                                     {"key", kT},
-                                     {"value", kT},
-                                     {"atten_mask", kFaAnyType, true},
-                                     {"actual_seq_lengths_query", kFaAnyType, true, true},
-                                     {"actual_seq_lengths_kv", kFaAnyType, true, true}};
-  static constexpr Slot kOutputs[] = {{"attention_out", kT},
-                                      {"softmax_max", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
-                                      {"softmax_sum", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
+  using Schema = schema::FlashAttentionScore;
+  static constexpr const char* kName = Schema::kName;
+  static constexpr TypeOf kTypes[] = {
+      {"T", element_type<T>()}, {"M", kAnyType}, {"LQ", kAnyType}, {"LK", kAnyType}};
+  static constexpr schema::InputIndex kHostInputs[] = {Schema::kInput_actual_seq_lengths_query,
+                                                       Schema::kInput_actual_seq_lengths_kv};
 
   using Base::Base;
 
@@ -340,12 +333,12 @@ struct FlashAttentionScoreSignature
     Input<T> query, key, value;
   };
   static void inputs(const Io& io, Args& a) {
-    a.query = *io.input<T>(0);
-    a.key = *io.input<T>(1);
-    a.value = *io.input<T>(2);
-    a.mask = io.untyped_input(3);
-    a.query_lengths = io.untyped_input(4);
-    a.key_lengths = io.untyped_input(5);
+    a.query = io.input<T>(Schema::kInput_query);
+    a.key = io.input<T>(Schema::kInput_key);
+    a.value = io.input<T>(Schema::kInput_value);
+    a.mask = io.untyped_input(Schema::kInput_atten_mask);
+    a.query_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_query);
+    a.key_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_kv);
   }
   void check_rest(Args&, FlashAttentionChecks&) const {}
 };
@@ -354,19 +347,12 @@ template <class T>
 struct FlashAttentionScoreGradSignature
     : FlashAttentionBase<FlashAttentionScoreGradSignature<T>, schema::FlashAttentionScoreGrad> {
   using Base = FlashAttentionBase<FlashAttentionScoreGradSignature<T>, schema::FlashAttentionScoreGrad>;
-  static constexpr const char* kName = "FlashAttentionScoreGrad";
-  static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{"query", kT},
-                                     {"key", kT},
-                                     {"value", kT},
-                                     {"dy", kT},
-                                     {"atten_mask", kFaAnyType, true},
-                                     {"softmax_max", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
-                                     {"softmax_sum", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
-                                     {"attention_in", kT},
-                                     {"actual_seq_lengths_query", kFaAnyType, true, true},
-                                     {"actual_seq_lengths_kv", kFaAnyType, true, true}};
-  static constexpr Slot kOutputs[] = {{"dq", kT}, {"dk", kT}, {"dv", kT}};
+  using Schema = schema::FlashAttentionScoreGrad;
+  static constexpr const char* kName = Schema::kName;
+  static constexpr TypeOf kTypes[] = {
+      {"T", element_type<T>()}, {"M", kAnyType}, {"LQ", kAnyType}, {"LK", kAnyType}};
+  static constexpr schema::InputIndex kHostInputs[] = {Schema::kInput_actual_seq_lengths_query,
+                                                       Schema::kInput_actual_seq_lengths_kv};
 
   using Base::Base;
 
@@ -375,16 +361,16 @@ struct FlashAttentionScoreGradSignature
     Input<float> softmax_max, softmax_sum;
   };
   static void inputs(const Io& io, Args& a) {
-    a.query = *io.input<T>(0);
-    a.key = *io.input<T>(1);
-    a.value = *io.input<T>(2);
-    a.dy = *io.input<T>(3);
-    a.mask = io.untyped_input(4);
-    a.softmax_max = *io.input<float>(5);
-    a.softmax_sum = *io.input<float>(6);
-    a.attention_in = *io.input<T>(7);
-    a.query_lengths = io.untyped_input(8);
-    a.key_lengths = io.untyped_input(9);
+    a.query = io.input<T>(Schema::kInput_query);
+    a.key = io.input<T>(Schema::kInput_key);
+    a.value = io.input<T>(Schema::kInput_value);
+    a.dy = io.input<T>(Schema::kInput_dy);
+    a.mask = io.untyped_input(Schema::kInput_atten_mask);
+    a.softmax_max = io.input<float>(Schema::kInput_softmax_max);
+    a.softmax_sum = io.input<float>(Schema::kInput_softmax_sum);
+    a.attention_in = io.input<T>(Schema::kInput_attention_in);
+    a.query_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_query);
+    a.key_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_kv);
   }
   // dy and attention_in shaped as attention_out, the statistics as the forward's.
   void check_rest(Args& a, FlashAttentionChecks& checks) const {

@@ -16,8 +16,10 @@ struct LightningIndexerKernel : LightningIndexerSignature<T> {
     if (auto status = check_blas_sizes(this->kName, s); !status.IsOK()) return status;
     const Shape out_shape = this->output_shape(a.query.shape);
     lightning_indexer(a.query.data, a.key.data, a.weights.data, s.spans, s.n1, s.d, s.k,
-                      static_cast<int>(this->sparse_mode), io.output<int32_t>(0, out_shape),
-                      io.output<T>(1, out_shape), io.parallel());
+                      static_cast<int>(this->sparse_mode),
+                      io.output<int32_t>(schema::LightningIndexer::kOutput_sparse_indices, out_shape),
+                      io.output<T>(schema::LightningIndexer::kOutput_sparse_values, out_shape),
+                      io.parallel());
     return Ort::Status(nullptr);
   }
 };

@@ -25,8 +25,11 @@ struct LightningIndexerGradKernel : LightningIndexerGradSignature<T> {
     const LightningIndexerShape& s = a.s;
     if (auto status = this->check_indices(indices, s); !status.IsOK()) return status;
     lightning_indexer_grad(a.query.data, a.key.data, a.dy.data, indices, a.weights.data, s.spans, s.n1, s.d,
-                           s.k, static_cast<int>(this->sparse_mode), io.output<T>(0, a.query.shape),
-                           io.output<T>(1, a.key.shape), io.output<T>(2, a.weights.shape), io.parallel());
+                           s.k, static_cast<int>(this->sparse_mode),
+                           io.output<T>(schema::LightningIndexerGrad::kOutput_d_query, a.query.shape),
+                           io.output<T>(schema::LightningIndexerGrad::kOutput_d_key, a.key.shape),
+                           io.output<T>(schema::LightningIndexerGrad::kOutput_d_weights, a.weights.shape),
+                           io.parallel());
     return Ort::Status(nullptr);
   }
 };

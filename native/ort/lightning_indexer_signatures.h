@@ -1,6 +1,6 @@
-// What LightningIndexer and its grad look like to ONNX Runtime on every execution provider: slots,
-// attributes and the contract's shape rules (BSND query [B,S1,N1,D], key [B,S2,1,D], weights
-// [B,S1,N1]; TND query [T1,N1,D], key [T2,1,D], weights [T1,N1] with cumulative
+// What LightningIndexer and its grad look like to ONNX Runtime on every execution provider: slot
+// types, attributes and the contract's shape rules (BSND query [B,S1,N1,D], key [B,S2,1,D],
+// weights [B,S1,N1]; TND query [T1,N1,D], key [T2,1,D], weights [T1,N1] with cumulative
 // actual_seq_lengths; per-token rows [.., K]).
 #pragma once
 
@@ -147,8 +147,6 @@ inline Ort::Status check_blas_sizes(const char* op, const LightningIndexerShape&
 // Lengths as the checks read them: host memory (the CPU's inputs, or copies of device ones).
 using HostLengths = std::optional<Io::Untyped>;
 
-constexpr ONNXTensorElementDataType kAnyType = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-
 // What both ops share: the layout and sparse_mode attributes (Schema: their defaults and choices), the
 // lengths and geometry in their Args, read, and the rules on query, key and the lengths around
 // Op::check_rest, the op's own.
@@ -193,30 +191,23 @@ template <class T>
 struct LightningIndexerSignature
     : LightningIndexerBase<LightningIndexerSignature<T>, schema::LightningIndexer> {
   using Base = LightningIndexerBase<LightningIndexerSignature<T>, schema::LightningIndexer>;
-  static constexpr const char* kName = "LightningIndexer";
+  using Schema = schema::LightningIndexer;
+  static constexpr const char* kName = Schema::kName;
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{"query", kT},
-                                     {"key", kT},
-                                     {"weights", kT},
-                                     {"actual_seq_lengths_query", kAnyType, true},
-                                     {"actual_seq_lengths_key", kAnyType, true}};
-  static constexpr Slot kOutputs[] = {{"sparse_indices", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
-                                      {"sparse_values", kT}};
+  static constexpr TypeOf kTypes[] = {{"T", kT}, {"LQ", kAnyType}, {"LK", kAnyType}};
 
   explicit LightningIndexerSignature(const OrtKernelInfo* info)
-      : Base(info),
-        sparse_count(
-            attribute<int64_t>(info, "sparse_count").value_or(schema::LightningIndexer::kSparseCount)) {}
+      : Base(info), sparse_count(attribute<int64_t>(info, "sparse_count").value_or(Schema::kSparseCount)) {}
 
   struct Args : Base::Lengths {
     Input<T> query, key, weights;
   };
   static void inputs(const Io& io, Args& a) {
-    a.query = *io.input<T>(0);
-    a.key = *io.input<T>(1);
-    a.weights = *io.input<T>(2);
-    a.query_lengths = io.untyped_input(3);
-    a.key_lengths = io.untyped_input(4);
+    a.query = io.input<T>(Schema::kInput_query);
+    a.key = io.input<T>(Schema::kInput_key);
+    a.weights = io.input<T>(Schema::kInput_weights);
+    a.query_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_query);
+    a.key_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_key);
   }
   // K and the weights' shape; a failure goes to `checks` unless it is the first.
   Ort::Status check_rest(Args& a, LightningIndexerChecks& checks) const {
@@ -243,40 +234,32 @@ template <class T>
 struct LightningIndexerGradSignature
     : LightningIndexerBase<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad> {
   using Base = LightningIndexerBase<LightningIndexerGradSignature<T>, schema::LightningIndexerGrad>;
-  static constexpr const char* kName = "LightningIndexerGrad";
+  using Schema = schema::LightningIndexerGrad;
+  static constexpr const char* kName = Schema::kName;
   static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{"query", kT},
-                                     {"key", kT},
-                                     {"dy", kT},
-                                     {"sparse_indices", kAnyType},
-                                     {"weights", kT},
-                                     {"actual_seq_lengths_query", kAnyType, true},
-                                     {"actual_seq_lengths_key", kAnyType, true}};
-  static constexpr Slot kOutputs[] = {{"d_query", kT}, {"d_key", kT}, {"d_weights", kT}};
+  static constexpr TypeOf kTypes[] = {{"T", kT}, {"I", kAnyType}, {"LQ", kAnyType}, {"LK", kAnyType}};
 
   // pre_tokens, next_tokens and deterministic change nothing in the math (aclnn reads and ignores
   // the first two); the aclnn backend passes them on.
   explicit LightningIndexerGradSignature(const OrtKernelInfo* info)
       : Base(info),
         head_num(attribute<int64_t>(info, "head_num")),
-        pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(schema::LightningIndexerGrad::kPreTokens)),
-        next_tokens(
-            attribute<int64_t>(info, "next_tokens").value_or(schema::LightningIndexerGrad::kNextTokens)),
-        deterministic(attribute<int64_t>(info, "deterministic")
-                          .value_or(schema::LightningIndexerGrad::kDeterministic) != 0) {}
+        pre_tokens(attribute<int64_t>(info, "pre_tokens").value_or(Schema::kPreTokens)),
+        next_tokens(attribute<int64_t>(info, "next_tokens").value_or(Schema::kNextTokens)),
+        deterministic(attribute<int64_t>(info, "deterministic").value_or(Schema::kDeterministic) != 0) {}
 
   struct Args : Base::Lengths {
     Input<T> query, key, dy, weights;
     Io::Untyped indices;  // int32 or int64: their values are checked by run, which knows the type
   };
   static void inputs(const Io& io, Args& a) {
-    a.query = *io.input<T>(0);
-    a.key = *io.input<T>(1);
-    a.dy = *io.input<T>(2);
-    a.indices = *io.untyped_input(3);
-    a.weights = *io.input<T>(4);
-    a.query_lengths = io.untyped_input(5);
-    a.key_lengths = io.untyped_input(6);
+    a.query = io.input<T>(Schema::kInput_query);
+    a.key = io.input<T>(Schema::kInput_key);
+    a.dy = io.input<T>(Schema::kInput_dy);
+    a.indices = io.untyped_input(Schema::kInput_sparse_indices);
+    a.weights = io.input<T>(Schema::kInput_weights);
+    a.query_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_query);
+    a.key_lengths = io.untyped_input(Schema::kInput_actual_seq_lengths_key);
   }
   // K, head_num and the per-token inputs' shapes; failures go to `checks`.
   Ort::Status check_rest(Args& a, LightningIndexerChecks& checks) const {

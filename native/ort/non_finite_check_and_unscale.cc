@@ -13,9 +13,12 @@ struct NonFiniteCheckAndUnscaleKernel : NonFiniteCheckAndUnscaleSignature<T> {
   using typename NonFiniteCheckAndUnscaleSignature<T>::Args;
   Ort::Status run(const Io& io, const Args& a) const {
     // The output is the gradients' buffer where ORT honours the alias map, another buffer otherwise.
-    const bool found = non_finite_check_and_unscale(a.grads.data, a.inv_scale, io.output<T>(0, a.grads.shape),
-                                                    element_count(a.grads.shape), io.parallel());
-    *io.output<float>(1, a.found_inf_shape) = found ? 1.f : a.found_inf;
+    const bool found = non_finite_check_and_unscale(
+        a.grads.data, a.inv_scale,
+        io.output<T>(schema::NonFiniteCheckAndUnscale::kOutput_grads_out, a.grads.shape),
+        element_count(a.grads.shape), io.parallel());
+    *io.output<float>(schema::NonFiniteCheckAndUnscale::kOutput_found_inf_out, a.found_inf_shape) =
+        found ? 1.f : a.found_inf;
     return Ort::Status(nullptr);
   }
 };

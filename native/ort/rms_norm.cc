@@ -12,8 +12,9 @@ struct RmsNormKernel : RmsNormSignature<T, TG> {
 
   using typename RmsNormSignature<T, TG>::Args;
   Ort::Status run(const Io& io, const Args& a) const {
-    rms_norm(a.x.data, a.gamma.data, this->epsilon, io.output<T>(0, a.x.shape),
-             io.output<float>(1, rstd_shape(a.x.shape, a.g.n)), a.g.rows, a.g.cols, io.parallel());
+    rms_norm(a.x.data, a.gamma.data, this->epsilon, io.output<T>(schema::RmsNorm::kOutput_y, a.x.shape),
+             io.output<float>(schema::RmsNorm::kOutput_rstd, rstd_shape(a.x.shape, a.g.n)), a.g.rows,
+             a.g.cols, io.parallel());
     return Ort::Status(nullptr);
   }
 };

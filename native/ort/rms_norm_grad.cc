@@ -12,8 +12,10 @@ struct RmsNormGradKernel : RmsNormGradSignature<T, TG> {
 
   using typename RmsNormGradSignature<T, TG>::Args;
   Ort::Status run(const Io& io, const Args& a) const {
-    rms_norm_grad(a.dy.data, a.x.data, a.rstd.data, a.gamma.data, io.output<T>(0, a.x.shape),
-                  io.output<float>(1, a.gamma.shape), a.g.rows, a.g.cols, io.parallel());
+    rms_norm_grad(a.dy.data, a.x.data, a.rstd.data, a.gamma.data,
+                  io.output<T>(schema::RmsNormGrad::kOutput_dx, a.x.shape),
+                  io.output<float>(schema::RmsNormGrad::kOutput_dgamma, a.gamma.shape), a.g.rows, a.g.cols,
+                  io.parallel());
     return Ort::Status(nullptr);
   }
 };

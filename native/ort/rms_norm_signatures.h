@@ -1,4 +1,4 @@
-// What RmsNorm and RmsNormGrad look like to ONNX Runtime on every execution provider: slots,
+// What RmsNorm and RmsNormGrad look like to ONNX Runtime on every execution provider: slot types,
 // attributes and the contract's shape rules (1 <= rank(gamma) <= rank(x), gamma.shape ==
 // x.shape[n:], n = rank(x) - rank(gamma)).
 #pragma once
@@ -63,19 +63,18 @@ inline Shape without_ones(const Shape& s) {
 // Both ops' (T, TG) rule.
 template <class T, class TG>
 struct RmsNormTypes : Signature {
+  static constexpr TypeOf kTypes[] = {{"T", element_type<T>()}, {"TG", element_type<TG>()}};
   static constexpr bool kTypesAllowed = allowed_pair<T, TG>();
 };
 
 template <class T, class TG>
 struct RmsNormSignature : RmsNormTypes<T, TG> {
-  static constexpr const char* kName = "RmsNorm";
+  using Schema = schema::RmsNorm;
+  static constexpr const char* kName = Schema::kName;
   static Ort::Status type_error() { return pair_error<T, TG>(kName); }
-  static constexpr Slot kInputs[] = {{"x", element_type<T>()}, {"gamma", element_type<TG>()}};
-  static constexpr Slot kOutputs[] = {{"y", element_type<T>()},
-                                      {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
 
   explicit RmsNormSignature(const OrtKernelInfo* info)
-      : epsilon(attribute<float>(info, "epsilon").value_or(schema::RmsNorm::kEpsilon)) {}
+      : epsilon(attribute<float>(info, "epsilon").value_or(Schema::kEpsilon)) {}
 
   struct Args {
     Input<T> x;
@@ -84,8 +83,8 @@ struct RmsNormSignature : RmsNormTypes<T, TG> {
   };
   // The inputs, checked against the contract.
   static Ort::Status read(const Io& io, Args& a) {
-    a.x = *io.input<T>(0);
-    a.gamma = *io.input<TG>(1);
+    a.x = io.input<T>(Schema::kInput_x);
+    a.gamma = io.input<TG>(Schema::kInput_gamma);
     return norm_geometry(kName, a.x.shape, a.gamma.shape, a.g);
   }
 
@@ -94,14 +93,9 @@ struct RmsNormSignature : RmsNormTypes<T, TG> {
 
 template <class T, class TG>
 struct RmsNormGradSignature : RmsNormTypes<T, TG> {
-  static constexpr const char* kName = "RmsNormGrad";
+  using Schema = schema::RmsNormGrad;
+  static constexpr const char* kName = Schema::kName;
   static Ort::Status type_error() { return pair_error<T, TG>(kName); }
-  static constexpr Slot kInputs[] = {{"dy", element_type<T>()},
-                                     {"x", element_type<T>()},
-                                     {"rstd", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
-                                     {"gamma", element_type<TG>()}};
-  static constexpr Slot kOutputs[] = {{"dx", element_type<T>()},
-                                      {"dgamma", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT}};
 
   explicit RmsNormGradSignature(const OrtKernelInfo*) {}
 
@@ -113,10 +107,10 @@ struct RmsNormGradSignature : RmsNormTypes<T, TG> {
   };
   // The inputs, checked against the contract.
   static Ort::Status read(const Io& io, Args& a) {
-    a.dy = *io.input<T>(0);
-    a.x = *io.input<T>(1);
-    a.rstd = *io.input<float>(2);
-    a.gamma = *io.input<TG>(3);
+    a.dy = io.input<T>(Schema::kInput_dy);
+    a.x = io.input<T>(Schema::kInput_x);
+    a.rstd = io.input<float>(Schema::kInput_rstd);
+    a.gamma = io.input<TG>(Schema::kInput_gamma);
     if (auto status = norm_geometry(kName, a.x.shape, a.gamma.shape, a.g); !status.IsOK()) return status;
     if (a.dy.shape != a.x.shape) {
       return op_error(kName, "input 'dy' has shape " + shape_str(a.dy.shape) + " but must equal x's shape " +

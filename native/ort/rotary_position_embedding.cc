@@ -12,7 +12,7 @@ struct RotaryPositionEmbeddingKernel : RotaryPositionEmbeddingSignature<T> {
 
   using typename RotaryPositionEmbeddingSignature<T>::Args;
   Ort::Status run(const Io& io, const Args& a) const {
-    auto* y = io.output<T>(0, a.x.shape);
+    auto* y = io.output<T>(schema::RotaryPositionEmbedding::kOutput_y, a.x.shape);
     if (element_count(a.x.shape) == 0) return Ort::Status(nullptr);  // an empty x may claim any other extents
     rotary_position_embedding(a.x.data, a.cos.data, a.sin.data, y, a.x.shape, a.cos.shape,
                               static_cast<int>(this->mode), io.parallel());

@@ -1,6 +1,6 @@
 // What RotaryPositionEmbedding and its grad look like to ONNX Runtime on every execution provider:
-// slots, the mode attribute and the contract's rules (cos and sin share a shape that broadcasts to
-// dy's, the last axis never broadcast; D suits the mode).
+// slot types, the mode attribute and the contract's rules (cos and sin share a shape that
+// broadcasts to dy's, the last axis never broadcast; D suits the mode).
 #pragma once
 
 #include "ort/io.h"
@@ -39,24 +39,23 @@ Ort::Status check_rotary_position_embedding(const char* op, const char* data_nam
 
 template <class T>
 struct RotaryPositionEmbeddingSignature : Signature {
-  static constexpr const char* kName = "RotaryPositionEmbedding";
-  static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{"x", kT}, {"cos", kT}, {"sin", kT}};
-  static constexpr Slot kOutputs[] = {{"y", kT}};
+  using Schema = schema::RotaryPositionEmbedding;
+  static constexpr const char* kName = Schema::kName;
+  static constexpr TypeOf kTypes[] = {{"T", element_type<T>()}};
 
   explicit RotaryPositionEmbeddingSignature(const OrtKernelInfo* info)
-      : mode(attribute<int64_t>(info, "mode").value_or(schema::RotaryPositionEmbedding::kMode)) {}
+      : mode(attribute<int64_t>(info, "mode").value_or(Schema::kMode)) {}
 
   struct Args {
     Input<T> x, cos, sin;
   };
   // The inputs, checked against the contract.
   Ort::Status read(const Io& io, Args& a) const {
-    a.x = *io.input<T>(0);
-    a.cos = *io.input<T>(1);
-    a.sin = *io.input<T>(2);
+    a.x = io.input<T>(Schema::kInput_x);
+    a.cos = io.input<T>(Schema::kInput_cos);
+    a.sin = io.input<T>(Schema::kInput_sin);
     return check_rotary_position_embedding(kName, "x", a.x.shape, a.cos.shape, a.sin.shape, mode,
-                                           schema::RotaryPositionEmbedding::kModeChoices);
+                                           Schema::kModeChoices);
   }
 
   int64_t mode;
@@ -64,13 +63,12 @@ struct RotaryPositionEmbeddingSignature : Signature {
 
 template <class T>
 struct RotaryPositionEmbeddingGradSignature : Signature {
-  static constexpr const char* kName = "RotaryPositionEmbeddingGrad";
-  static constexpr ONNXTensorElementDataType kT = element_type<T>();
-  static constexpr Slot kInputs[] = {{"dy", kT}, {"cos", kT}, {"sin", kT}, {"x", kT, true}};
-  static constexpr Slot kOutputs[] = {{"dx", kT}, {"dcos", kT, true}, {"dsin", kT, true}};
+  using Schema = schema::RotaryPositionEmbeddingGrad;
+  static constexpr const char* kName = Schema::kName;
+  static constexpr TypeOf kTypes[] = {{"T", element_type<T>()}};
 
   explicit RotaryPositionEmbeddingGradSignature(const OrtKernelInfo* info)
-      : mode(attribute<int64_t>(info, "mode").value_or(schema::RotaryPositionEmbeddingGrad::kMode)) {}
+      : mode(attribute<int64_t>(info, "mode").value_or(Schema::kMode)) {}
 
   struct Args {
     Input<T> dy, cos, sin;
@@ -78,12 +76,12 @@ struct RotaryPositionEmbeddingGradSignature : Signature {
   };
   // The inputs, checked against the contract.
   Ort::Status read(const Io& io, Args& a) const {
-    a.dy = *io.input<T>(0);
-    a.cos = *io.input<T>(1);
-    a.sin = *io.input<T>(2);
-    a.x = io.input<T>(3);
+    a.dy = io.input<T>(Schema::kInput_dy);
+    a.cos = io.input<T>(Schema::kInput_cos);
+    a.sin = io.input<T>(Schema::kInput_sin);
+    a.x = io.input<T>(Schema::kInput_x);
     if (auto status = check_rotary_position_embedding(kName, "dy", a.dy.shape, a.cos.shape, a.sin.shape, mode,
-                                                      schema::RotaryPositionEmbeddingGrad::kModeChoices);
+                                                      Schema::kModeChoices);
         !status.IsOK())
       return status;
     if (a.x && a.x->shape != a.dy.shape) {
@@ -103,8 +101,9 @@ struct RotaryPositionEmbeddingGradSignature : Signature {
   };
   // The outputs, and the contract's rule on the sums (they need x).
   static Ort::Status outputs(const Io& io, const Args& a, Outputs& o) {
-    o.dx = io.output<T>(0, a.dy.shape);
-    const Ort::UnownedValue dcos = io.output_value(1, a.cos.shape), dsin = io.output_value(2, a.cos.shape);
+    o.dx = io.output<T>(Schema::kOutput_dx, a.dy.shape);
+    const Ort::UnownedValue dcos = io.output_value(Schema::kOutput_dcos, a.cos.shape),
+                            dsin = io.output_value(Schema::kOutput_dsin, a.cos.shape);
     o.dcos = Io::data<T>(dcos);
     o.dsin = Io::data<T>(dsin);
     o.sums = dcos != nullptr || dsin != nullptr;

@@ -102,6 +102,20 @@ CASES = [
     ),
     ("identity", "Identity", {"a": _normal((2, 3))}, {}, {}, 1),
     ("dropout-inference", "Dropout", {"a": _normal((2, 3))}, {"ratio": np.array(0.5)}, {}, 1),
+    (
+        "batch-norm-inference",  # training mode: tests/test_orttraining_artifacts.py, against torch
+        "BatchNormalization",
+        {
+            "x": _normal((2, 3, 4)),
+            "s": _normal((3,)),
+            "b": _normal((3,)),
+            "m": _normal((3,)),
+            "v": _positive((3,)),
+        },
+        {},
+        {"epsilon": 0.1},
+        1,
+    ),
     ("softmax", "Softmax", {"a": _normal((2, 3, 4))}, {}, {}, 1),
     ("softmax-axis-1", "Softmax", {"a": _normal((2, 3, 4))}, {}, {"axis": 1}, 1),
     ("log-softmax", "LogSoftmax", {"a": _normal((3, 5))}, {}, {"axis": 0}, 1),

@@ -5,6 +5,7 @@ built with :class:`..graph.Backward`. Only the inputs ``backward.needs`` must ge
 from ...domain import DOMAIN
 from ..graph import GradientRule
 from . import (
+    batch_norm,
     elementwise,
     flash_attention_score,
     index,
@@ -87,4 +88,6 @@ RULES: dict[tuple[str, str], GradientRule] = {
     ("", "CumSum"): reduce.cum_sum,
     ("", "Trilu"): shape.trilu,
     ("", "NegativeLogLikelihoodLoss"): loss.negative_log_likelihood_loss,
+    # Standard ops of convolutional networks (onnxruntime-training's on-device models).
+    ("", "BatchNormalization"): batch_norm.batch_normalization,
 }

@@ -42,15 +42,14 @@ ENGINES = {  # name: (runtime, ZeRO stage)
 
 
 class _Ours:
-    """``training_step``'s engine of ours over the default group that ``distributed.join``
-    starts."""
+    """``training_step``'s engine of ours over the group ``DataParallel.join`` starts."""
 
     def __init__(self, job: dict, zero: int, ids: np.ndarray):
-        from ..training import distributed
+        from ..training.api import DataParallel
         from .training_step import _Ours
 
-        distributed.join()
-        self.step = _Ours(job["paths"], job["threads"], True, ids, zero=zero)
+        parallel = DataParallel.join()
+        self.step = _Ours(job["paths"], job["threads"], True, ids, zero=zero, process_group=parallel)
 
     def __call__(self) -> float:
         self.step()
@@ -58,13 +57,13 @@ class _Ours:
 
     def communication(self) -> tuple[float, float]:
         """Seconds in collectives so far, and of them hidden behind compute (none)."""
-        ranks = self.step.module.ranks
-        return (0.0 if ranks is None else ranks.seconds), 0.0
+        parallel = self.step.module.data_parallel
+        return (0.0 if parallel is None else parallel.seconds), 0.0
 
     def leave(self) -> None:
-        from ..training import distributed
+        from ..training.api.data_parallel import leave
 
-        distributed.leave()
+        leave()
 
 
 class _Torch:
@@ -253,14 +252,16 @@ def main(
     from . import cpu, peers, report
     from .training_step import _configs
 
-    if peers.torch_module() is None:
-        print(f"training_step --nproc needs PyTorch and transformers: {peers.TORCH_INSTALL} transformers")
-        return 0
-    configs = _configs()
-    unknown = [n for n in names if n not in configs]
-    if unknown or min(nprocs) < 1:
-        print(f"training_step --nproc: unknown configs {unknown} or a count below 1", file=sys.stderr)
+    # torchrun starts every engine's processes, and each engine trains a transformers model or
+    # its export: without either nothing can run.
+    needs = "--nproc needs torch.distributed (torchrun) and the transformers models; nothing ran"
+    absent = [] if peers.torch_module() is not None else [peers.absent("PyTorch", peers.TORCH_INSTALL, needs)]
+    if not peers.importable("transformers"):
+        absent.append(peers.absent("transformers", peers.TRANSFORMERS_INSTALL, needs))
+    if absent:
+        print("\n".join(absent), file=sys.stderr)
         return 2
+    configs = _configs()
     machine = report.machine()
     date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     heading = f"`{command}` ({date}; {cpu.summary(machine['cpu'])}; {machine['cores']} cores)"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..op_model import make_op_model
+from ..runtime import make_session
 from . import peers
 from .flash_attention_score import attrs_for, inputs_for, matmul_flops, torch_attention
 from .flash_attention_score import cases as cases  # the forward's geometries
@@ -17,22 +19,12 @@ PEERS = (
 
 
 def forward_outputs(inputs: dict[str, np.ndarray], attrs: dict) -> dict[str, np.ndarray]:
-    """softmax_max, softmax_sum and attention_in from PyTorch's float32 math on the same inputs:
-    the statistics of the rows the grad reads."""
-    torch = peers.torch_module()
-    query, key, value = (torch.from_numpy(inputs[n].astype(np.float32)) for n in ("query", "key", "value"))
-    group = query.shape[1] // key.shape[1]
-    scores = attrs["scale_value"] * query @ key.repeat_interleave(group, 1).transpose(-1, -2)
-    if attrs["sparse_mode"] == 3:
-        s1, s2 = scores.shape[-2:]
-        scores = scores.masked_fill(torch.ones(s1, s2, dtype=torch.bool).triu(s2 - s1 + 1), float("-inf"))
-    row_max = scores.amax(-1, keepdim=True)
-    row_sum = (scores - row_max).exp().sum(-1, keepdim=True)
-    out = torch_attention(query, key, value, attrs["sparse_mode"] == 3, attrs["scale_value"])
-    stats = (t.expand(*t.shape[:-1], 8).contiguous().numpy() for t in (row_max, row_sum))
-    return dict(zip(("softmax_max", "softmax_sum"), stats, strict=True)) | {
-        "attention_in": out.numpy().astype(inputs["query"].dtype)
-    }
+    """softmax_max, softmax_sum and attention_in as training hands them to the grad: our
+    FlashAttentionScore's outputs on the same inputs (no peer needed to make a case)."""
+    given = {name: inputs[name] for name in ("query", "key", "value")}
+    model = make_op_model("FlashAttentionScore", {n: (a.dtype, a.shape) for n, a in given.items()}, attrs)
+    attention_out, softmax_max, softmax_sum = make_session(model).run(given)
+    return {"softmax_max": softmax_max, "softmax_sum": softmax_sum, "attention_in": attention_out}
 
 
 def make(case: tuple[int, int, int, str]) -> Case:

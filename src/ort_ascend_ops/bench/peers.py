@@ -4,6 +4,7 @@ grad ops) and ONNX Runtime's own standard kernels (opset 23) for the forward ops
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from collections.abc import Callable
 
@@ -11,8 +12,31 @@ import numpy as np
 import onnx
 from onnx import helper
 
-TORCH_INSTALL = "pip install 'ort_ascend_ops[torch]' --extra-index-url https://download.pytorch.org/whl/cpu"
+# How to install what a run can go without (README, "Real models": the default Linux wheel of
+# PyTorch pulls CUDA).
+TORCH_INSTALL = (
+    "pip install torch==2.13.0 (PyTorch's CPU wheel on this project's machines; elsewhere add "
+    "--extra-index-url https://download.pytorch.org/whl/cpu)"
+)
+TRANSFORMERS_INSTALL = "pip install 'ort_ascend_ops[torch]'"
+BENCH_INSTALL = "pip install 'ort_ascend_ops[bench]'"  # matplotlib and threadpoolctl
 STANDARD_OPSET = 23
+
+
+def absent(name: str, install: str, skipped: str, why: str = "not installed") -> str:
+    """The one line a run prints for a peer or package it goes without: which, why, what the run
+    leaves out, and how to get it."""
+    return f"{name} absent ({why}): {skipped}; install: {install}"
+
+
+@functools.cache
+def importable(name: str) -> bool:
+    """Whether the module ``name`` imports (it is imported, once)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 @functools.cache
@@ -21,10 +45,10 @@ def torch_module():
     # Like ONNX Runtime's (see runner), torch's OpenMP workers must not spin after each run: they
     # would steal the cores from whatever is timed next in the same turn.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    try:
-        import torch
-    except ImportError:
+    if not importable("torch"):
         return None
+    import torch
+
     return torch
 
 

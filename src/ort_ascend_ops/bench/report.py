@@ -152,10 +152,7 @@ def _op_sections(meta: dict, results: Sequence[Result], peers_by_op: dict[str, s
         *summary(results),
     ]
     if meta["absent_peers"]:
-        lines += [
-            "",
-            "Peers absent from this run: " + "; ".join(f"{k} ({v})" for k, v in meta["absent_peers"].items()),
-        ]
+        lines += ["", *(f"- {line}" for line in meta["absent_peers"].values())]
     for op in dict.fromkeys(r.op for r in results):
         rows = [r for r in results if r.op == op]
         lines += ["", f"### {op}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
@@ -165,16 +162,13 @@ def _op_sections(meta: dict, results: Sequence[Result], peers_by_op: dict[str, s
     return lines
 
 
-def write_png(path: str, meta: dict, results: Sequence[Result]) -> str | None:
-    """Fraction of the roofline per op and case, one bar per thread count; the reason when
-    matplotlib is missing."""
-    try:
-        import matplotlib
+def write_png(path: str, meta: dict, results: Sequence[Result]) -> None:
+    """Fraction of the roofline per op and case, one bar per thread count (needs matplotlib)."""
+    import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install 'ort_ascend_ops[bench]'); no chart written"
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     ops = list(dict.fromkeys(r.op for r in results))
     threads = sorted({r.threads for r in results})
     labels = {op: list(dict.fromkeys(r.label for r in results if r.op == op)) for op in ops}
@@ -209,4 +203,3 @@ def write_png(path: str, meta: dict, results: Sequence[Result]) -> str | None:
     )
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return None

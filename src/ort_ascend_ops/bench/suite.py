@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from . import BENCHES, CLIFFS, cliffs, cpu, peers, report
-from .runner import CaseRunner, Result
+from .runner import BASELINES, CaseRunner, Result
 
 
 def _progress(text: str) -> None:
@@ -28,9 +28,22 @@ def _print_row(text: str) -> None:
     print(text, flush=True)
 
 
-def _absent_peers() -> dict[str, str]:
-    torch = peers.torch_module()
-    return {} if torch is not None else {"PyTorch": f"not installed; {peers.TORCH_INSTALL}"}
+def _absent(cases: bool, png_path: str | None) -> dict[str, str]:
+    """The line saying so, by name, for each peer or package the run goes without (``cases``: the
+    run has op cases; the pairs of cliffs run no peers and no roof)."""
+    lines = {}
+    if cases and peers.torch_module() is None:
+        column = f"vs {BASELINES['torch']}"
+        lines["PyTorch"] = peers.absent("PyTorch", peers.TORCH_INSTALL, f"its column ({column}) stays empty")
+    if cases and not peers.importable("threadpoolctl"):
+        lines["threadpoolctl"] = peers.absent(
+            "threadpoolctl", peers.BENCH_INSTALL, "the sgemm roof runs on NumPy's default BLAS threads"
+        )
+    if png_path and not peers.importable("matplotlib"):
+        lines["matplotlib"] = peers.absent(
+            "matplotlib", peers.BENCH_INSTALL, f"no chart written to {png_path}"
+        )
+    return lines
 
 
 def _cliffs(
@@ -71,11 +84,14 @@ def run(
         if name in BENCHES
         for params in BENCHES[name].cases(quick, tuple(dtypes))
     ]
-    absent = _absent_peers() if plan else {}  # the pairs of cliffs run no peers
+    absent = _absent(bool(plan), png_path)
     if plan:
-        torch = "PyTorch " + (f"absent ({absent['PyTorch']})" if absent else machine["versions"]["torch"])
+        torch = [] if "PyTorch" in absent else [f"PyTorch {machine['versions']['torch']}"]
         ort_ops = f"ONNX Runtime {machine['versions']['onnxruntime']} (RMSNormalization, RotaryEmbedding)"
-        print(f"peers: {torch}; {ort_ops}", flush=True)
+        print(f"peers: {'; '.join([*torch, ort_ops])}")
+    for line in absent.values():
+        print(line)
+    if plan:
         print(report.header(), flush=True)
     results: list[Result] = []
     peers_by_op: dict[str, str] = {}  # op -> what its peers run, in words
@@ -111,16 +127,14 @@ def run(
     if cliff_results:
         print(cliffs.verdict(cliff_results))
     rows = len(results) + len(cliff_results)
-    print(f"{rows} rows in {wall:.0f} s" + "".join(f"; {k} absent: {v}" for k, v in absent.items()))
+    print(f"{rows} rows in {wall:.0f} s")
     if json_path:
         report.write_json(json_path, meta, results, cliff_results)
         print(f"wrote {json_path}")
     if markdown_path:
         report.write_markdown(markdown_path, meta, results, peers_by_op, cliff_results)
         print(f"wrote {markdown_path}")
-    if png_path:
-        problem = (
-            report.write_png(png_path, meta, results) if results else "no op cases ran; no chart written"
-        )
-        print(problem or f"wrote {png_path}")
+    if png_path and "matplotlib" not in absent:
+        report.write_png(png_path, meta, results)
+        print(f"wrote {png_path}")
     return results

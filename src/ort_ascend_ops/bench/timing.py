@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import peers
+
 MIN_REPEATS = 3
 
 
@@ -139,7 +141,8 @@ class CopyBaseline:
 
 class SgemmBaseline:
     """NumPy's float32 matrix product on ``threads`` BLAS threads: the rate GEMM-shaped kernels are
-    held to (one candidate, as ``CopyBaseline``'s). Without threadpoolctl, NumPy's BLAS keeps its own thread count (the run says so)."""
+    held to (one candidate, as ``CopyBaseline``'s). Without threadpoolctl, NumPy's BLAS keeps its
+    own thread count (the suite says so, once)."""
 
     SIZE = 1024
 
@@ -148,12 +151,11 @@ class SgemmBaseline:
         self.a = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
         self.b = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
         self.candidates = [(self, 2.0 * self.SIZE**3)]  # the call and its floating-point operations
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:
-            print("note: threadpoolctl is not installed; NumPy's sgemm runs on its default threads")
-            self._limits = None
+        self._limits = None
+        if not peers.importable("threadpoolctl"):
             return
+        from threadpoolctl import ThreadpoolController
+
         # Only NumPy's own BLAS: the kernels' OpenBLAS (same prefix, another file) stays as it is.
         controller = ThreadpoolController()
         numpy_dir = str(Path(np.__file__).parent.parent)

@@ -34,7 +34,7 @@ def _ours(job: dict, native: bool) -> list[float]:
         loss = module(ids, ids)
         optimizer.step()
         module.lazy_reset_grad()
-        losses.append(float(loss[0] if isinstance(loss, list) else loss))
+        losses.append(float(loss[0] if isinstance(loss, tuple) else loss))
     return losses
 
 

@@ -17,11 +17,14 @@ with on the CPU, at each thread count, in one run:
 The in-process engines take turns step by step (``timing.measure``) so that they see the same
 noisy machine; the median of the timed steps after warm-up is reported. Then ONNX Runtime's
 profiler gives, for ours native, each op type's share of the training session's run and the
-optimizer session's total. Needs the ``[torch]`` extra (torch and transformers) for the export."""
+optimizer session's total. The models come from transformers through torch's export (the
+``[torch]`` extra); without it only ours runs, on the configs with a committed export
+(byte_llama)."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import statistics
@@ -30,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +44,20 @@ from .timing import measure
 
 VENV_ENV = "ORT_ASCEND_OPS_ORTTRAINING_VENV"
 PEER_SCRIPT = Path(__file__).with_name("_orttraining_peer.py")
+PEER_VENV = "/tmp/ortt"  # where PEER_SETUP puts it
 PEER_SETUP = (
-    "python3.11 -m venv /tmp/ortt && /tmp/ortt/bin/pip install onnxruntime-training==1.19.2 onnx==1.16.2 "
-    "'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
+    f"python3.11 -m venv {PEER_VENV} && {PEER_VENV}/bin/pip install onnxruntime-training==1.19.2 "
+    "onnx==1.16.2 'numpy<2' torch transformers --extra-index-url https://download.pytorch.org/whl/cpu"
 )
 ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile", "onnxruntime-training")
 # The engines a mixed precision adds, each named with it ("ours native bf16-mixed").
 MIXED_ENGINES = ("ours native", "PyTorch eager")
+
+
+def _needs_torch(engine: str) -> bool:
+    """Whether ``engine`` (a name of ENGINES or training_memory.ENGINES, or one with a precision
+    after it) is a PyTorch model's: ours run the ONNX artifacts alone."""
+    return not engine.startswith("ours")
 
 
 def _baseline(engine: str) -> str:
@@ -89,6 +99,7 @@ def _configs() -> dict[str, dict]:
         "byte_llama": {
             "title": "the demo's byte Llama (examples.byte_llama.CONFIG)",
             "config": dict(byte_llama.CONFIG),
+            "export": byte_llama.model_path,  # the committed one: ours run it without torch
             "batch": byte_llama.BATCH,
             "seq": byte_llama.SEQUENCE,
         },
@@ -129,13 +140,19 @@ class _Ours:
         options=None,
         optimizer_options=None,
         zero: int = 0,
+        process_group=None,
     ):
         from ..training.api import CheckpointState, Module, Optimizer
 
         self.ids = ids
         state = CheckpointState.load_checkpoint(paths["checkpoint"])
         self.module = Module(
-            paths["training"], state, threads=threads, native=native, session_options=options
+            paths["training"],
+            state,
+            threads=threads,
+            native=native,
+            session_options=options,
+            process_group=process_group,
         )
         self.optimizer = Optimizer(
             paths["optimizer"], self.module, session_options=optimizer_options, zero=zero
@@ -146,7 +163,7 @@ class _Ours:
         loss = self.module(self.ids, self.ids)
         self.optimizer.step()
         self.module.lazy_reset_grad()
-        self.losses.append(float(loss[0] if isinstance(loss, list) else loss))
+        self.losses.append(float(loss[0] if isinstance(loss, tuple) else loss))
 
 
 class _Torch:
@@ -249,19 +266,32 @@ def _peer(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _peer_venv(given: str | None) -> tuple[str | None, str]:
+def _peer_venv(given: str | None) -> tuple[str | None, str | None]:
+    """The onnxruntime-training venv (``--peer-venv``, checked as it was parsed, or $VENV_ENV), or
+    the line saying why there is none."""
     venv = given or os.environ.get(VENV_ENV)
     if not venv:
-        return (
-            None,
-            f"onnxruntime-training: skipped (no venv given: --peer-venv or {VENV_ENV}; create one: {PEER_SETUP})",
-        )
-    if not (Path(venv) / "bin" / "python").exists():
-        return (
-            None,
-            f"onnxruntime-training: skipped ({venv}/bin/python does not exist; create it: {PEER_SETUP})",
-        )
-    return venv, ""
+        why = f"no venv given: --peer-venv or ${VENV_ENV}"
+    elif not (Path(venv) / "bin" / "python").exists():
+        why = f"${VENV_ENV}: {venv}/bin/python does not exist"
+    else:
+        return venv, None
+    install = f"in a venv of its own, {PEER_SETUP}, then --peer-venv {PEER_VENV}"
+    return None, peers.absent("onnxruntime-training", install, "no onnxruntime-training rows", why)
+
+
+def _without_torch(names: Sequence[str], configs: dict) -> dict[str, str]:
+    """The line saying so for PyTorch and for transformers where absent: the models' export and
+    every engine but ours need both."""
+    missing = {} if peers.torch_module() is not None else {"PyTorch": peers.TORCH_INSTALL}
+    if not peers.importable("transformers"):
+        missing["transformers"] = peers.TRANSFORMERS_INSTALL
+    committed = [n for n in names if "export" in configs[n]]
+    skipped = [n for n in names if n not in committed]
+    without = ["no PyTorch or onnxruntime-training rows"]
+    without += [f"{', '.join(committed)} from the committed export"] if committed else []
+    without += [f"{', '.join(skipped)} skipped (transformers models exported by torch)"] if skipped else []
+    return {name: peers.absent(name, install, "; ".join(without)) for name, install in missing.items()}
 
 
 def build_model(spec: dict):
@@ -302,10 +332,12 @@ def run_config(
     profile: bool,
     folder: Path,
     precisions: Sequence[str] = ("fp32",),
+    with_torch: bool = True,
 ) -> dict:
+    """``with_torch=False``: ours alone, on the config's committed export."""
     import onnx
-    import torch
 
+    from ..export import parameter_names
     from ..training.artifacts import generate_artifacts
     from ..training.optim import AdamW
 
@@ -313,12 +345,13 @@ def run_config(
     tokens = batch * seq
     _say(f"\n## {name}: {spec['title']}; batch {batch} x seq {seq} = {tokens} tokens/step")
     architecture = spec.get("architecture", "LlamaConfig")
-    model = build_model(spec)
-    n_params = sum(p.numel() for p in model.parameters())
+    model = build_model(spec) if with_torch else None
     ids = np.random.default_rng(0).integers(0, spec["config"]["vocab_size"], (batch, seq), dtype=np.int64)
     start = time.perf_counter()
-    exported = export_model(model, ids)
+    exported = onnx.load(spec["export"]()) if model is None else export_model(model, ids)
     export_s = time.perf_counter() - start
+    trained = set(parameter_names(exported) or ())
+    n_params = sum(int(np.prod(i.dims)) for i in exported.graph.initializer if i.name in trained)
     start = time.perf_counter()
     paths = generate_artifacts(exported, loss=None, optimizer=AdamW(), artifact_directory=folder / "ours")
     artifacts_s = time.perf_counter() - start
@@ -331,8 +364,11 @@ def run_config(
     }
     training = onnx.load(paths["training"], load_external_data=False)
     our_ops = {n.op_type for n in training.graph.node if n.domain == DOMAIN}
+    source = (
+        f"export {export_s:.1f} s" if model is not None else f"committed export loaded in {export_s:.1f} s"
+    )
     _say(
-        f"{n_params / 1e6:.1f} M parameters; ours: export {export_s:.1f} s, artifacts {artifacts_s:.1f} s, "
+        f"{n_params / 1e6:.1f} M parameters; ours: {source}, artifacts {artifacts_s:.1f} s, "
         f"training graph {len(training.graph.node)} nodes (our ops: {', '.join(sorted(our_ops)) or 'none'})"
     )
     del training
@@ -347,15 +383,16 @@ def run_config(
         "profile": {},
     }
     for n in threads:
-        engines: dict[str, _Ours | _Torch] = {
-            "ours native": _Ours(paths, n, True, ids),
-            "ours portable": _Ours(paths, n, False, ids),
-            "PyTorch eager": _Torch(model, n, ids),
-            "torch.compile": _Torch(model, n, ids, compiled=True),
+        makers: dict[str, Callable[[], _Ours | _Torch]] = {
+            "ours native": functools.partial(_Ours, paths, n, True, ids),
+            "ours portable": functools.partial(_Ours, paths, n, False, ids),
+            "PyTorch eager": functools.partial(_Torch, model, n, ids),
+            "torch.compile": functools.partial(_Torch, model, n, ids, compiled=True),
         }
         for p, mixed_paths in mixed.items():
-            engines[f"ours native {p}"] = _Ours(mixed_paths, n, True, ids)
-            engines[f"PyTorch eager {p}"] = _Torch(model, n, ids, precision=p)
+            makers[f"ours native {p}"] = functools.partial(_Ours, mixed_paths, n, True, ids)
+            makers[f"PyTorch eager {p}"] = functools.partial(_Torch, model, n, ids, precision=p)
+        engines = {e: make() for e, make in makers.items() if model is not None or not _needs_torch(e)}
         timings = measure(*engines.values(), repeats=steps, warmup=warmup)
         for engine_name, engine, timing in zip(engines, engines.values(), timings, strict=True):
             result["runs"][(engine_name, n)] = {
@@ -369,7 +406,9 @@ def run_config(
             f"threads {n}: "
             + "; ".join(f"{e} {r['median_s'] * 1e3:.0f} ms" for (e, t), r in result["runs"].items() if t == n)
         )
-    if venv and architecture == "LlamaConfig":
+    if venv and model is not None and architecture == "LlamaConfig":
+        import torch
+
         weights, batch_file = folder / "weights.pt", folder / "batch.npy"
         torch.save(model.state_dict(), weights)
         np.save(batch_file, ids)
@@ -388,11 +427,13 @@ def run_config(
 
 def _memory(spec: dict, model, paths: dict[str, dict], threads: int, venv: str | None, folder: Path) -> dict:
     """Each engine's peak RSS over MEMORY_STEPS steps, in a child process of its own, at each of
-    the config's memory sequence lengths: {seq: {engine: {"peak_rss", "losses"} or {"error"}}}."""
-    import torch
-
+    the config's memory sequence lengths: {seq: {engine: {"peak_rss", "losses"} or {"error"}}}.
+    ``model`` None: ours alone."""
     weights = folder / "weights.pt"
-    torch.save(model.state_dict(), weights)
+    if model is not None:
+        import torch
+
+        torch.save(model.state_dict(), weights)
     architecture = spec.get("architecture", "LlamaConfig")
     out: dict[int, dict[str, dict]] = {}
     for seq in spec.get("memory_seqs", [spec["seq"]]):
@@ -405,6 +446,7 @@ def _memory(spec: dict, model, paths: dict[str, dict], threads: int, venv: str |
         job |= {"weights": str(weights), "architecture": architecture, "config": spec["config"]}
         engines = [*training_memory.ENGINES]
         engines += [f"{e} {p}" for p in paths if p != "fp32" for e in MIXED_ENGINES]
+        engines = [e for e in engines if model is not None or not _needs_torch(e)]
         out[seq] = {
             e: training_memory.measure(
                 job
@@ -416,7 +458,7 @@ def _memory(spec: dict, model, paths: dict[str, dict], threads: int, venv: str |
             )
             for e in engines
         }
-        if venv and architecture == "LlamaConfig":
+        if venv and model is not None and architecture == "LlamaConfig":
             peer = _peer(venv, spec["config"], weights, batch_file, [threads], MEMORY_STEPS, 0, folder, True)
             losses = [r["first_loss"] for r in peer.get("runs", [])]
             out[seq]["onnxruntime-training"] = (
@@ -529,43 +571,36 @@ def main(
     markdown_path: str | None = None,
     precisions: Sequence[str] = ("fp32",),
 ) -> int:
-    if peers.torch_module() is None:
-        print(
-            f"training_step needs PyTorch and transformers to export the models: {peers.TORCH_INSTALL} transformers"
-        )
-        return 0
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        print("training_step needs transformers to build the models: pip install 'ort_ascend_ops[torch]'")
-        return 0
     configs = _configs()
-    unknown = [n for n in names if n not in configs]
-    if unknown:
-        print(f"unknown training_step configs {unknown}; choose from {sorted(configs)}", file=sys.stderr)
+    names = list(names) or list(configs)
+    absent = _without_torch(names, configs)
+    with_torch = not absent
+    runnable = [n for n in names if with_torch or "export" in configs[n]]
+    if not runnable:
+        print("\n".join([*absent.values(), f"training_step: none of {names} can run"]), file=sys.stderr)
         return 2
+    venv, no_venv = _peer_venv(peer_venv)
+    if no_venv:
+        absent["onnxruntime-training"] = no_venv
     machine = report.machine()
     date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     _say(
         f"training_step: {cpu.summary(machine['cpu'])}; {machine['cores']} cores; threads {list(threads)}; {date}"
     )
-    _say(
-        f"onnxruntime {machine['versions']['onnxruntime']}, torch {machine['versions']['torch']}; "
-        f"median of {steps} steps after {warmup} warm-up"
-    )
-    venv, skipped = _peer_venv(peer_venv)
-    if skipped:
-        _say(skipped)
-    results, lines = (
-        [],
-        [f"`{command}` ({date}; {cpu.summary(machine['cpu'])}; {machine['cores']} cores)", ""],
-    )
+    versions = machine["versions"]
+    torch = f", torch {versions['torch']}" if with_torch else ""
+    _say(f"onnxruntime {versions['onnxruntime']}{torch}; median of {steps} steps after {warmup} warm-up")
+    for line in absent.values():
+        _say(line)
+    results = []
+    lines = [f"`{command}` ({date}; {cpu.summary(machine['cpu'])}; {machine['cores']} cores)", ""]
+    lines += [*(f"- {line}" for line in absent.values()), ""] if absent else []
     with tempfile.TemporaryDirectory(prefix="training_step_") as tmp:
-        for name in names or list(configs):
+        for name in runnable:
             folder = Path(tmp) / name
             folder.mkdir()
             result = run_config(
-                name, configs[name], threads, steps, warmup, venv, profile, folder, precisions
+                name, configs[name], threads, steps, warmup, venv, profile, folder, precisions, with_torch
             )
             results.append(result)
             part = [
@@ -577,8 +612,6 @@ def main(
             ]
             part += _memory_lines(result) + [""]
             part += _profile_lines(result, 10) + [""]
-            if skipped:
-                part.append(skipped)
             _say("\n".join(part))
             lines += part
     if json_path:
@@ -587,7 +620,10 @@ def main(
             for r in results
         ]
         Path(json_path).write_text(
-            json.dumps({"command": command, "date": date, "machine": machine, "results": serial}, indent=2)
+            json.dumps(
+                {"command": command, "date": date, "machine": machine, "absent": absent, "results": serial},
+                indent=2,
+            )
         )
         _say(f"wrote {json_path}")
     if markdown_path:

@@ -1,0 +1,87 @@
+"""``bench`` refuses a bad option before anything runs: exit status 2, a message naming the option
+and the rule, no traceback, nothing timed (no heading, no row). In process (``main(argv)`` never
+re-executes itself), but for the one check of the command itself."""
+
+import subprocess
+import sys
+
+import pytest
+
+from ort_ascend_ops.__main__ import main
+
+MISSING = "no-such-folder"  # under the test's tmp_path
+
+
+def _refusal(argv: list[str], capsys) -> str:
+    """What ``main(argv)`` said on stderr, having exited 2 with nothing on stdout."""
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse's refusal
+        code = exit.code
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, ""), err
+    assert "Traceback" not in err
+    return err
+
+
+# Each run would be a short one if it were not refused.
+OPS = ["rms_norm", "--quick", "--threads", "1"]
+TRAINING = ["training_step", "byte_llama", "--quick", "--threads", "1"]
+
+
+@pytest.mark.parametrize(
+    "argv, named, rule",
+    [
+        (["rms_norm", "--quick", "--threads", "abc"], "argument --threads", "integers of at least 1"),
+        (["rms_norm", "--quick", "--threads", "0"], "argument --threads", "integers of at least 1"),
+        (["rms_norm", "--quick", "--threads", "-2"], "argument --threads", "integers of at least 1"),
+        (["rms_norm", "--quick", "--threads", "1,"], "argument --threads", "integers of at least 1"),
+        ([*OPS, "--repeats", "0"], "argument --repeats", "an integer of at least 1"),
+        ([*OPS, "--repeats", "many"], "argument --repeats", "an integer of at least 1"),
+        (
+            [*OPS, "--dtypes", "float32,float8"],
+            "argument --dtypes",
+            "['float8']; choose from float32, bfloat16",
+        ),
+        (["training_step", "--quick", "--nproc", "0"], "argument --nproc", "integers of at least 1"),
+        ([*TRAINING, "--precision", "fp8"], "argument --precision", "choose from fp32, bf16-mixed"),
+        (
+            [*OPS, "--json", f"{MISSING}/bench.json"],
+            "argument --json",
+            f"the folder {MISSING} does not exist",
+        ),
+        ([*OPS, "--markdown", f"{MISSING}/bench.md"], "argument --markdown", "does not exist"),
+        ([*OPS, "--png", f"{MISSING}/bench.png"], "argument --png", "does not exist"),
+        ([*TRAINING, "--json", f"{MISSING}/bench.json"], "argument --json", "does not exist"),
+        ([*OPS, "--json", "."], "argument --json", "is a folder, not a file"),
+        ([*OPS, "--json", "/proc/bench.json"], "argument --json", "the folder /proc is not writable"),
+        ([*TRAINING, "--peer-venv", MISSING], "argument --peer-venv", "bin/python does not exist"),
+        (["no_such_op", "--quick"], "unknown benchmarks ['no_such_op']", "'cliffs'"),
+        (["training_step", "llama1", "--quick"], "unknown training_step configs ['llama1']", "'byte_llama'"),
+        ([*OPS, "--nproc", "2"], "--nproc does not apply", "per-op benchmarks"),
+        ([*OPS, "--precision", "bf16-mixed"], "--precision does not apply", "per-op benchmarks"),
+        ([*TRAINING, "--dtypes", "bfloat16"], "--dtypes does not apply", "training_step"),
+        (
+            ["training_step", "--quick", "--nproc", "1", "--threads", "1"],
+            "--threads does not apply",
+            "--nproc",
+        ),
+        (["cliffs", "--quick", "--png", "cliffs.png"], "--png", "cliffs alone has none"),
+    ],
+)
+def test_a_bad_option_is_refused_before_anything_runs(argv, named, rule, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the relative paths: MISSING, and the files that must not appear
+    err = _refusal(["bench", *argv], capsys)
+    assert named in err and rule in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_refuses_a_missing_output_folder_before_the_run(tmp_path):
+    # The user's case: the whole run, then a traceback from the JSON's open(). As a command, which
+    # re-executes itself first (see _bench): the refusal must come before that too.
+    json_path = tmp_path / MISSING / "bench.json"
+    argv = ["bench", "rms_norm", "--quick", "--threads", "1", "--json", str(json_path)]
+    done = subprocess.run([sys.executable, "-m", "ort_ascend_ops", *argv], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert f"argument --json: {json_path}: the folder {json_path.parent} does not exist" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -3,6 +3,7 @@ training API over torch.distributed's default group as a user drives it, on the 
 models the test wrote (``<argv[1]>/<precision>/``). Each scenario saves what this rank saw into
 ``<argv[2]>/<scenario>.rank<r>.npz``; the test holds it to float64 and ``torch.optim`` oracles."""
 
+import logging
 import sys
 from pathlib import Path
 
@@ -68,7 +69,18 @@ def overflow_on_one_rank(rank: int) -> None:
     np.savez(Path(sys.argv[2]) / f"fp16.rank{rank}.npz", **saved)
 
 
+class Said(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
 if __name__ == "__main__":
+    said = Said()
+    logging.getLogger("ort_ascend_ops").addHandler(said)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     averaged(rank, zero=0)
@@ -76,3 +88,7 @@ if __name__ == "__main__":
     averaged(rank, zero=1, native=False, threads=2)
     overflow_on_one_rank(rank)
     dist.destroy_process_group()
+    # Four modules took the default group without being given it: the log says so once.
+    assert [line for line in said.lines if "default group" in line] == said.lines and len(said.lines) == 1, (
+        said.lines
+    )

@@ -59,7 +59,7 @@ def directory(tmp_path_factory):
 
 def held_out_loss(model, tokenizer):
     """The mean loss over windows of the held-out documents (every 20th, as the CLI holds out)."""
-    from ort_ascend_ops.training.data import Corpus
+    from ort_ascend_ops.trainer import Corpus
 
     corpus = Corpus.from_paths(DATA, tokenizer=tokenizer)
     with torch.no_grad():
@@ -223,19 +223,17 @@ def test_a_broken_directory_is_refused_naming_the_file_and_nothing_is_written(ho
 def test_data_too_short_or_empty_is_refused(directory, tmp_path):
     short = tmp_path / "short.txt"
     short.write_text("too short")
-    result = cli(directory, "--data", short, "--out", tmp_path / "out")
+    result = cli(directory, "--data", short, "--seq", SEQ, "--out", tmp_path / "out")
     assert result.returncode == 2 and "too little text" in result.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"title": "no text field"}\n')
-    result = cli(directory, "--data", empty, "--out", tmp_path / "out")
+    result = cli(directory, "--data", empty, "--seq", SEQ, "--out", tmp_path / "out")
     assert result.returncode == 2 and "needs a string field 'text'" in result.stderr
-    result = cli(directory, "--data", *DATA, "--seq", 10**7, "--out", tmp_path / "out")
-    assert result.returncode == 2 and "fewer than one window" in result.stderr
     assert not (tmp_path / "out").exists()
 
 
 def test_jsonl_globs_and_saved_datasets_give_the_same_documents(tmp_path):
-    from ort_ascend_ops.training.data import Corpus
+    from ort_ascend_ops.trainer import Corpus
 
     datasets = pytest.importorskip("datasets")
     docs = [f"document {i}: " + "word " * 100 for i in range(60)]
@@ -292,11 +290,12 @@ def test_accumulated_micro_batches_give_torchs_averaged_gradients(directory, tmp
     backward of the two losses' mean on the directory's own model."""
     from model_oracles import tensors_distance
 
-    from ort_ascend_ops.training import hf_dir
+    from ort_ascend_ops.trainer import Settings, open_model
     from ort_ascend_ops.training.api import CheckpointState, Module
     from ort_ascend_ops.training.artifacts import generate_artifacts
 
-    loaded = hf_dir.load(directory, say=lambda *_: None)
+    loaded = open_model(directory)
+    loaded.load(say=lambda *_: None)
     rng = np.random.default_rng(5)
     windows = [rng.integers(0, loaded.vocab_size, (2, SEQ)) for _ in range(2)]
     model = transformers.AutoModelForCausalLM.from_pretrained(directory)
@@ -304,7 +303,8 @@ def test_accumulated_micro_batches_give_torchs_averaged_gradients(directory, tmp
     loss.backward()
     expected = {n: p.grad.numpy() for n, p in model.named_parameters() if n != "lm_head.weight"}  # tied
 
-    paths = generate_artifacts(loaded.export(2, SEQ), loss=None, artifact_directory=tmp_path)
+    exported = loaded.export(Settings(model=str(directory), batch=2, seq=SEQ))
+    paths = generate_artifacts(exported, loss=None, artifact_directory=tmp_path)
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
     module = Module(paths["training"], state)
     for w in windows:
@@ -316,9 +316,8 @@ def test_accumulated_micro_batches_give_torchs_averaged_gradients(directory, tmp
 
 @pytest.mark.parametrize("kind", ["linear", "cosine", "constant"])
 def test_the_schedules_are_transformers(kind, tmp_path):
-    from ort_ascend_ops.training.loop import Settings
+    from ort_ascend_ops.training.api.lr_scheduler import learning_rate
 
-    settings = Settings(steps=50, batch=1, seq=8, lr=1e-3, out=tmp_path, warmup=7, lr_scheduler=kind)
     parameter = torch.nn.Parameter(torch.zeros(1))
     optimizer = torch.optim.SGD([parameter], lr=1e-3)
     scheduler = transformers.get_scheduler(
@@ -328,7 +327,8 @@ def test_the_schedules_are_transformers(kind, tmp_path):
         num_training_steps=50,
     )
     for step in range(50):
-        assert settings.learning_rate(step) == pytest.approx(scheduler.get_last_lr()[0], rel=1e-12, abs=1e-15)
+        ours = learning_rate(kind, step, 1e-3, 7, 50)
+        assert ours == pytest.approx(scheduler.get_last_lr()[0], rel=1e-12, abs=1e-15)
         optimizer.step()
         scheduler.step()
 
@@ -374,3 +374,90 @@ def test_a_model_past_two_gigabytes_trains_and_comes_back(tmp_path):
     )
     model, info = transformers.AutoModelForCausalLM.from_pretrained(out, output_loading_info=True)
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+
+
+def test_out_is_never_the_input_directory(directory, tmp_path):
+    import shutil
+
+    source = tmp_path / "model"
+    shutil.copytree(directory, source)
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir())
+    result = cli(*train_args(source, source, "--steps", 1))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"--out {source} holds the input model" in result.stderr
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir()) == before
+
+
+def test_an_export_never_resumes_a_directorys_run_nor_the_reverse(directory, trained, tmp_path):
+    from ort_ascend_ops.examples import byte_llama
+
+    out, _ = trained
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir())
+    export = cli(byte_llama.model_path(), "--out", out, "--resume", "--batch", 2, "--seq", 32)
+    assert export.returncode == 2 and "holds the run of another model" in export.stderr, export.stderr[-2000:]
+    assert "Hugging Face directory" in export.stderr and "ONNX export" in export.stderr
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir()) == before
+    onnx_run = tmp_path / "onnx-run"
+    assert (
+        cli(byte_llama.model_path(), "--out", onnx_run, "--steps", 1, "--batch", 2, "--seq", 32).returncode
+        == 0
+    )
+    reverse = cli(*train_args(directory, onnx_run, "--resume"))
+    assert reverse.returncode == 2 and "holds the run of another model" in reverse.stderr, reverse.stderr[
+        -2000:
+    ]
+
+
+def test_an_encoder_is_refused_as_it_is_no_causal_lm(tmp_path):
+    """BERT with a decoder head (``BertLMHeadModel``) but no ``is_decoder``: its attention sees the
+    whole sequence, so the causal-LM loss would train it to read the next token."""
+    source = tmp_path / "bert"
+    config = transformers.BertConfig(
+        vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48
+    )
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(source)
+    result = cli(*train_args(source, tmp_path / "out", "--steps", 1))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "is not a causal language model" in result.stderr and str(source) in result.stderr
+    assert not (tmp_path / "out").exists()
+    decoder = tmp_path / "bert-decoder"  # is_decoder: causal attention, trained
+    config.is_decoder = True
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(decoder)
+    assert cli(*train_args(decoder, tmp_path / "out2", "--steps", 1)).returncode == 0
+
+
+_PEAK = """
+import resource, subprocess, sys
+result = subprocess.run([sys.executable, "-m", "ort_ascend_ops", "train", *sys.argv[1:]], capture_output=True, text=True)
+sys.stderr.write(result.stderr)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+sys.exit(result.returncode)
+"""
+
+
+def test_a_vocab_size_typo_is_refused_before_the_embedding_is_allocated(directory, tmp_path):
+    """50M tokens for 320: the config's embedding alone would be 6.4 GB of float32; refused from
+    the weights' shapes with the peak of the process far below that."""
+    import shutil
+
+    broken = tmp_path / "typo"
+    shutil.copytree(directory, broken)
+    config = json.loads((broken / "config.json").read_text()) | {"vocab_size": 50_000_000}
+    (broken / "config.json").write_text(json.dumps(config))
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK, *map(str, train_args(broken, tmp_path / "out"))],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "model.embed_tokens.weight" in result.stderr and "do not match config.json" in result.stderr
+    assert int(result.stdout) < 1.5 * 2**30, f"peak {int(result.stdout) / 2**30:.1f} GB"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sequence_past_the_models_positions_is_refused(directory, tmp_path):
+    positions = json.loads((directory / "config.json").read_text())["max_position_embeddings"]
+    result = cli(*train_args(directory, tmp_path / "out", "--seq", positions + 1))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"--seq {positions + 1} is past them" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -99,6 +99,8 @@ def test_the_packages_table_has_every_package():
         "src/ort_ascend_ops/autodiff",
         "src/ort_ascend_ops/export",
         "src/ort_ascend_ops/training",
+        "src/ort_ascend_ops/training/api",
+        "src/ort_ascend_ops/trainer",
     }
 
 
@@ -110,3 +112,37 @@ def test_package_files_are_as_the_table_says(folder, listed):
     assert files <= named, f"{folder}: files the table does not list: {sorted(files - named)}"
     for sub in (name for name in listed if name.endswith("/")):
         assert any(f.startswith(f"{folder}/{sub}") for f in tracked_files()), f"{folder}/{sub}"
+
+
+RUNTIME = [
+    *sorted((ROOT / "src/ort_ascend_ops/training/api").glob("*.py")),
+    *sorted((ROOT / "src/ort_ascend_ops/trainer").glob("*.py")),
+]
+VALUE_OWNER = ROOT / "src/ort_ascend_ops/training/api/checkpoint_state.py"
+
+
+@pytest.mark.parametrize("path", RUNTIME, ids=[p.name for p in RUNTIME])
+def test_only_the_checkpoint_state_touches_the_values_memory(path):
+    """Where the training state's values live is the checkpoint state's concern alone: no other
+    module of the runtime makes, views or copies an OrtValue's memory (the NPU's device memory
+    then changes one module)."""
+    if path == VALUE_OWNER:
+        return
+    touching = re.findall(
+        r"\b(ortvalue_memory|_as_numpy|ortvalue_copy|ortvalue_view|update_inplace|ortvalue_from_\w+)\b|\.numpy\(\)",
+        path.read_text(),
+    )
+    assert not touching, f"{path.name} touches values' memory: {touching}"
+
+
+@pytest.mark.parametrize("path", RUNTIME, ids=[p.name for p in RUNTIME])
+def test_no_runtime_object_reaches_into_anothers_attributes(path):
+    """Each object is given what it needs through public names: private attributes are read on
+    ``self`` (and torch's one private getter of the rendezvous store) only."""
+    reached = [
+        m.group(0)
+        for m in re.finditer(r"\b(\w+)\._[a-z]\w*", path.read_text())
+        if m.group(1) not in ("self", "cls", "distributed_c10d")
+        and not (path == VALUE_OWNER and m.group(1) in ("parameter", "parameters"))
+    ]
+    assert not reached, f"{path.name} reaches into private attributes: {reached}"

@@ -31,8 +31,8 @@ def _training(folder, options, **module_kwargs):
 
 
 def _buffers(state, options):
-    values = {n: p._value for n, p in state.parameters}
-    values |= {f"{n}.{s}": v for s in options.states for n, v in state._optimizer_states[s].items()}
+    values = {n: p.value for n, p in state.parameters}
+    values |= {f"{n}.{s}": v for s in options.states for n, v in state.optimizer_state.values[s].items()}
     return {name: value.data_ptr() for name, value in values.items()}
 
 

@@ -13,10 +13,10 @@ from model_oracles import tensors_distance
 from onnx import TensorProto
 
 from ort_ascend_ops.examples import hf_models as hf
-from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer, clip_grad_norm_
+from ort_ascend_ops.training.api import CheckpointState, LossScaler, Module, Optimizer, clip_grad_norm_
 from ort_ascend_ops.training.artifacts import generate_artifacts
 from ort_ascend_ops.training.optim import AdamW
-from ort_ascend_ops.training.precision import LOSS_SCALE, LossScaling
+from ort_ascend_ops.training.precision import LOSS_SCALE
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -87,9 +87,9 @@ def torch_run(precision: str, scaler_options: dict | None = None):
     return np.array(losses), {n: p.detach().numpy().copy() for n, p in model.named_parameters()}, scales
 
 
-def our_run(paths, loss_scaling=None):
+def our_run(paths, loss_scaler=None):
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state, paths["eval"], loss_scaling=loss_scaling)
+    module = Module(paths["training"], state, paths["eval"], loss_scaler=loss_scaler)
     optimizer = Optimizer(paths["optimizer"], module)
     losses, scales = [], []
     for inputs in batches():
@@ -215,9 +215,9 @@ def test_overflowing_steps_are_skipped_as_grad_scaler_skips(tmp_path, native, th
     assert optimizer.step_count == 0
     for name, value in before.items():
         np.testing.assert_array_equal(state.parameters[name].data, value)
-    for states in state._optimizer_states.values():
+    for states in optimizer.states().values():
         for value in states.values():
-            assert not np.any(value.numpy())  # AdamW's moments never written
+            assert not np.any(value)  # AdamW's moments never written
 
     CheckpointState.save_checkpoint(state, tmp_path / "saved.safetensors", include_optimizer_state=True)
     loaded = CheckpointState.load_checkpoint(tmp_path / "saved.safetensors")
@@ -240,30 +240,29 @@ def test_the_inf_test_is_one_pass_over_one_buffer_across_micro_batches(tmp_path,
     )
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
     # A scale at which the finite micro-batch's scaled gradients stay within float16 (~3e4).
-    module = Module(paths["training"], state, native=native, loss_scaling=LossScaling(init_scale=1024.0))
+    module = Module(paths["training"], state, native=native, loss_scaler=LossScaler(init_scale=1024.0))
     optimizer = Optimizer(paths["optimizer"], module)
     for kind in micro_batches.split("-"):
         module(finite if kind == "finite" else x, target)
     assert optimizer.step() is (micro_batches == "finite-finite")
     assert optimizer.get_loss_scale() == (1024.0 if micro_batches == "finite-finite" else 512.0)
 
-    grads = {n: p._grad for n, p in state.parameters.items() if p.requires_grad}
-    (buffer,) = module._grads.flat  # one element type, one buffer
+    (buffer,) = module.gradients.flat  # one element type, one buffer
     begin, end = buffer.data_ptr(), buffer.data_ptr() + 4 * int(np.prod(buffer.shape()))
-    assert len(grads) == 2 and all(begin <= g.data_ptr() < end for g in grads.values())
-    assert [i.name for i in module._unscaler.get_inputs()] == ["inv_scale", "found_before", "g0"]
+    grads = [p.grad_value for p in state.parameters.values() if p.requires_grad]
+    assert len(grads) == 2 and all(begin <= g.data_ptr() < end for g in grads)
 
 
 def test_scale_grows_after_the_interval_as_grad_scaler(artifacts, tmp_path):
     options = {"init_scale": 4.0, "growth_interval": 2}
     _, _, torch_scales = torch_run("fp16-mixed", options)
     paths = artifacts["fp16-mixed"]
-    _, _, scales = our_run(paths, LossScaling(**options))
+    _, _, scales = our_run(paths, LossScaler(**options))
     assert scales == torch_scales == [4.0, 8.0, 8.0, 16.0]
 
     # The tracker is saved too: 3 finite steps, saved, 1 more after loading grows the scale.
     state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state, loss_scaling=LossScaling(**options))
+    module = Module(paths["training"], state, loss_scaler=LossScaler(**options))
     optimizer = Optimizer(paths["optimizer"], module)
     inputs = next(batches())
     for _ in range(3):
@@ -272,7 +271,7 @@ def test_scale_grows_after_the_interval_as_grad_scaler(artifacts, tmp_path):
         module.lazy_reset_grad()
     CheckpointState.save_checkpoint(state, tmp_path / "c.safetensors", include_optimizer_state=True)
     loaded = CheckpointState.load_checkpoint(tmp_path / "c.safetensors")
-    module = Module(paths["training"], loaded, loss_scaling=LossScaling(**options))
+    module = Module(paths["training"], loaded, loss_scaler=LossScaler(**options))
     optimizer = Optimizer(paths["optimizer"], module)
     assert optimizer.get_loss_scale() == 8.0
     module(inputs["input_ids"], inputs["labels"])
@@ -316,7 +315,7 @@ def test_errors_name_the_option(export, tmp_path, artifacts):
     with pytest.raises(ValueError, match="precision must be one of"):
         generate_artifacts(export, artifact_directory=tmp_path, precision="bf16")
     state = CheckpointState.load_checkpoint(artifacts["fp32"]["checkpoint"])
-    with pytest.raises(ValueError, match="loss_scaling: this training model takes no loss scale"):
-        Module(artifacts["fp32"]["training"], state, loss_scaling=LossScaling())
+    with pytest.raises(ValueError, match="loss_scaler: this training model takes no loss scale"):
+        Module(artifacts["fp32"]["training"], state, loss_scaler=LossScaler())
     with pytest.raises(ValueError, match="growth_interval"):
-        LossScaling(growth_interval=0)
+        LossScaler(growth_interval=0)

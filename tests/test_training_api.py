@@ -101,19 +101,12 @@ def test_optimizer_steps_equal_torch_optim(case, tmp_path):
     for n, p in params.items():
         assert relative_error(state.parameters[n].data, p.detach().numpy()) <= OPTIMIZER_TOLERANCE, n
     if isinstance(options, AdamW):
+        ours = optimizer.states()
         for n, p in params.items():
             torch_state = reference.state[p]
-            ours = state._optimizer_states
-            assert (
-                relative_error(_numpy(ours["exp_avg"][n]), torch_state["exp_avg"].numpy())
-                <= OPTIMIZER_TOLERANCE
-            )
-            assert relative_error(_numpy(ours["exp_avg_sq"][n]), torch_state["exp_avg_sq"].numpy()) <= 1e-6
+            assert relative_error(ours["exp_avg"][n], torch_state["exp_avg"].numpy()) <= OPTIMIZER_TOLERANCE
+            assert relative_error(ours["exp_avg_sq"][n], torch_state["exp_avg_sq"].numpy()) <= 1e-6
     assert optimizer.step_count == STEPS
-
-
-def _numpy(value):
-    return value.numpy()
 
 
 def test_optim_type_defaults_are_torch_adamw(tmp_path):
@@ -218,14 +211,14 @@ def test_accumulation_writes_each_gradient_in_its_own_buffer_and_reads_are_copie
     module = Module(mse_artifacts["training"], state, threads=1)
     optimizer = Optimizer(mse_artifacts["optimizer"], module)
     module(data["input_ids"], data["target"])
-    buffers = {n: p._grad.data_ptr() for n, p in state.parameters.items() if p._grad is not None}
+    buffers = {n: p.grad_value.data_ptr() for n, p in state.parameters.items() if p.requires_grad}
     grads, values = (
         {n: p.grad for n, p in state.parameters.items()},
         {n: p.data for n, p in state.parameters.items()},
     )
     module(data["input_ids"], data["target"])
     optimizer.step()
-    assert {n: state.parameters[n]._grad.data_ptr() for n in buffers} == buffers
+    assert {n: state.parameters[n].grad_value.data_ptr() for n in buffers} == buffers
     for n, p in state.parameters.items():
         if p.grad is not None:
             np.testing.assert_allclose(p.grad, 2 * grads[n], rtol=1e-6, atol=1e-9)
@@ -327,7 +320,7 @@ def test_frozen_parameters_stay_in_the_checkpoint_without_gradients(tmp_path):
             {"requires_grad": ["w"], "frozen_params": ["w"]},
             r"\['w'\] are both in requires_grad and in frozen_params",
         ),
-        ({"requires_grad": []}, "no parameter requires a gradient"),
+        ({"requires_grad": [], "optimizer": OptimType.AdamW}, "no parameter requires a gradient"),
         ({"loss_output_name": "missing"}, "'missing' is not an output of the model"),
         ({"additional_output_names": ["ghost"]}, r"no values \['ghost'\]"),
     ],
@@ -339,7 +332,7 @@ def test_generate_artifacts_errors_name_the_value(kwargs, message, tmp_path):
 
 def test_api_errors(tmp_path):
     paths, state, module, optimizer = linear_training(tmp_path)
-    with pytest.raises(RuntimeError, match="no gradient for 'b' yet: run the module before the optimizer"):
+    with pytest.raises(RuntimeError, match="no gradients yet: run the module before the optimizer"):
         optimizer.step()
     with pytest.raises(ValueError, match=r"takes 3 inputs \['g_w', 'g_b', 'g_scale'\], got 1"):
         module(np.ones((6, 5), np.float32))
@@ -374,11 +367,13 @@ def test_checkpoint_round_trip_keeps_everything(tmp_path):
         np.testing.assert_array_equal(loaded.parameters[name].data, p.data)
     resumed = Optimizer(paths["optimizer"], Module(paths["training"], loaded))
     assert (resumed.step_count, resumed.get_learning_rate()) == (1, 0.25)
-    for s, values in state._optimizer_states.items():
+    for s, values in optimizer.states().items():
         for name, value in values.items():
-            np.testing.assert_array_equal(loaded._optimizer_states[s][name].numpy(), value.numpy())
+            np.testing.assert_array_equal(resumed.states()[s][name], value)
     weights_only = CheckpointState.load_checkpoint(tmp_path / "weights.safetensors")
-    assert weights_only._optimizer is None and not weights_only._optimizer_states
+    fresh = Optimizer(paths["optimizer"], Module(paths["training"], weights_only))
+    assert (fresh.step_count, fresh.get_learning_rate()) == (0, AdamW().lr)
+    assert all(not np.any(v) for values in fresh.states().values() for v in values.values())
     # A torch user reads the parameters by name.
     import safetensors.numpy
 
@@ -548,7 +543,7 @@ def test_clip_grad_norm_of_a_non_finite_gradient_is_torchs(mse_artifacts):
     name = next(n for n, p in state.parameters.items() if p.grad is not None)
     poisoned = state.parameters[name].grad
     poisoned.flat[0] = np.inf
-    state.parameters[name]._grad.update_inplace(poisoned)
+    state.parameters[name].grad = poisoned
     leaf = torch.zeros(poisoned.shape, requires_grad=True)
     leaf.grad = torch.from_numpy(poisoned.copy())
     others = [p.grad for n, p in state.parameters.items() if p.grad is not None and n != name]
@@ -600,3 +595,57 @@ def test_a_checkpoint_is_written_tensor_by_tensor_without_copies(tmp_path):
     tensors = safetensors.numpy.load_file(path)
     assert sorted(tensors) == ["optimizer/exp_avg/w", "optimizer/exp_avg_sq/w", "w"]
     assert tensors["optimizer/exp_avg_sq/w"][-1] == 3.0 and tensors["w"][0] == 1.0
+
+
+# The API's refusals where torch refuses, each in a child process as a user's script meets them.
+_REFUSALS = """
+import sys, tempfile
+import numpy as np
+from ort_ascend_ops.examples import byte_llama
+from ort_ascend_ops.training.api import CheckpointState, Module, Optimizer
+from ort_ascend_ops.training.artifacts import OptimType, generate_artifacts
+
+paths = generate_artifacts(byte_llama.model_path(), optimizer=OptimType.AdamW, artifact_directory=tempfile.mkdtemp())
+state = CheckpointState.load_checkpoint(paths["checkpoint"])
+module = Module(paths["training"], state, paths["eval"], threads=1)
+optimizer = Optimizer(paths["optimizer"], module)
+ids = np.random.default_rng(0).integers(0, 256, (2, 16))
+labels = ids.copy()
+case = sys.argv[1]
+if case.startswith("lr"):
+    optimizer.set_learning_rate(float(case.split()[1]))
+else:
+    where, value = case.split()
+    (ids if where == "id" else labels)[1, 5] = int(value)
+    module(ids, labels)
+"""
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("lr nan", "set_learning_rate: the learning rate must be finite and >= 0, got nan"),
+        ("lr inf", "set_learning_rate: the learning rate must be finite and >= 0, got inf"),
+        ("lr -0.1", "set_learning_rate: the learning rate must be finite and >= 0, got -0.1"),
+        ("id -1", "input 'input_ids' must hold token ids in [0, 256)"),
+        ("id 256", "input 'input_ids' must hold token ids in [0, 256)"),
+        ("label -5", "must lie in [0, classes) or be -100 (ignored)"),
+        ("label 256", "must lie in [0, classes) or be -100 (ignored)"),
+    ],
+)
+def test_what_torch_refuses_is_refused_naming_the_rule(case, message):
+    """torch.optim refuses such a rate, torch's embedding a token id outside its rows (ONNX's
+    Gather takes -1 as the last row) and cross_entropy a label outside the classes."""
+    result = subprocess.run([sys.executable, "-c", _REFUSALS, case], capture_output=True, text=True)
+    assert result.returncode == 1 and message in result.stderr, result.stderr[-3000:]
+
+
+def test_labels_of_the_ignore_index_train_as_torch_ignores_them(tmp_path):
+    paths = generate_artifacts(
+        onnx.load(FIXTURES / "llama_dynamic_opset23_ce.onnx"), artifact_directory=tmp_path
+    )
+    module = Module(paths["training"], CheckpointState.load_checkpoint(paths["checkpoint"]), threads=1)
+    data = hf.batch("ce", 2)
+    labels = data["labels"].copy()
+    labels[:, 3:] = -100
+    assert np.isfinite(module(data["input_ids"], labels))

@@ -84,7 +84,7 @@ def test_bf16_mixed_step_on_the_npu_gives_the_cpus_cann_ep(artifacts, tmp_path):
     placed = sorted(p for p in placements(module.training_session) if p[0] in ours)
     assert placed == [(op, aclnn_emulator.CANN_EP) for op in ours]
     updates = [p for p in placements(optimizer.session) if p[0] == "ApplyAdamW"]
-    trained = [n for n in module._train.grads]
+    trained = module.trained
     assert updates == [("ApplyAdamW", aclnn_emulator.CANN_EP)] * len(trained)
     for kernel in KERNELS:  # the bfloat16 kernels, never the float32 ones
         assert emulator.aclemu_calls(f"{kernel}GetWorkspaceSize@BFLOAT16".encode()) > 0, kernel

@@ -5,10 +5,36 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 
 
 def _bench(args: argparse.Namespace) -> int:
+    from .bench import ALIASES, BENCHES, CLIFFS, options
+
+    # Every refusal comes before the run (and before the re-run below): none after minutes of it.
+    training = args.ops[:1] == ["training_step"]
+    run = ("nproc" if args.nproc else "training_step") if training else "ops"
+    unread = options.unread(args, run)
+    if unread:
+        verb = "does" if len(unread) == 1 else "do"
+        print(f"bench: {', '.join(unread)} {verb} not apply to {options.RUNS[run]}", file=sys.stderr)
+        return 2
+    if training:
+        from .bench.training_step import _configs
+
+        names, choices = list(dict.fromkeys(args.ops[1:])), sorted(_configs())
+    else:
+        names = list(dict.fromkeys(ALIASES.get(name, name) for name in args.ops)) or [*BENCHES, CLIFFS]
+        choices = sorted([*BENCHES, CLIFFS]) + sorted(ALIASES)
+    unknown = sorted(set(names) - set(choices))
+    if unknown:
+        kind = "training_step configs" if training else "benchmarks"
+        print(f"bench: unknown {kind} {unknown}; choose from {choices}", file=sys.stderr)
+        return 2
+    if args.png and not set(names) & set(BENCHES):
+        print("bench: --png charts the op benchmarks' rows, and cliffs alone has none", file=sys.stderr)
+        return 2
     if args.from_command_line and "OPENBLAS_THREAD_TIMEOUT" not in os.environ:
         # NumPy's OpenBLAS workers spin ~0.1 s after each multi-threaded sgemm of the roof and take
         # a core from the kernel timed next (measured 1.2x slower). OpenBLAS reads the timeout only
@@ -16,53 +42,22 @@ def _bench(args: argparse.Namespace) -> int:
         # command: main() called from Python must not replace its caller's process.)
         os.environ["OPENBLAS_THREAD_TIMEOUT"] = "4"
         os.execv(sys.executable, [sys.executable, "-m", "ort_ascend_ops", *args.argv])
-    if args.ops[:1] == ["training_step"]:  # whole training steps of models, not the per-op table
+    command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
+    threads = args.threads or options.THREADS
+    if training:  # whole training steps of models, not the per-op table
         from .bench import data_parallel, training_step
 
-        threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
-        command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
         steps, warmup = (3, 1) if args.quick else (args.repeats, 2)
         if args.nproc:
-            nprocs = list(dict.fromkeys(int(n) for n in args.nproc.split(",")))
-            return data_parallel.main(args.ops[1:], nprocs, steps, warmup, command, args.json, args.markdown)
-        from .training.precision import PRECISIONS
-
-        precisions = list(dict.fromkeys(["fp32", *args.precision.split(",")]))
-        unknown = [p for p in precisions if p not in PRECISIONS]
-        if unknown:
-            print(f"bench: --precision takes {', '.join(PRECISIONS)}; got {unknown}", file=sys.stderr)
-            return 2
+            return data_parallel.main(names, args.nproc, steps, warmup, command, args.json, args.markdown)
+        precisions = args.precision or ["fp32"]
         return training_step.main(
-            args.ops[1:],
-            threads,
-            steps,
-            warmup,
-            args.peer_venv,
-            True,
-            command,
-            args.json,
-            args.markdown,
-            precisions,
+            names, threads, steps, warmup, args.peer_venv, True, command, args.json, args.markdown, precisions
         )
-    from .bench import ALIASES, BENCHES, CLIFFS, suite
-    from .bench.runner import DTYPES
+    from .bench import suite
 
-    names = [ALIASES.get(name, name) for name in args.ops] or [*BENCHES, CLIFFS]
-    dtypes = args.dtypes.split(",")
-    unknown = sorted(set(names) - {*BENCHES, CLIFFS}) + sorted(set(dtypes) - set(DTYPES))
-    if unknown:
-        choices = sorted([*BENCHES, CLIFFS]) + sorted(ALIASES)
-        print(
-            f"unknown benchmarks or dtypes {unknown}; choose from {choices} and {list(DTYPES)}",
-            file=sys.stderr,
-        )
-        return 2
-    threads = list(dict.fromkeys(int(t) for t in args.threads.split(",")))
-    if min(threads) < 1:
-        print("thread counts must be at least 1", file=sys.stderr)
-        return 2
-    command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
     repeats = min(args.repeats, 3) if args.quick else args.repeats
+    dtypes = args.dtypes or options.DTYPES
     suite.run(names, threads, dtypes, args.quick, repeats, command, args.json, args.markdown, args.png)
     return 0
 
@@ -81,56 +76,27 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .training import distributed, hf_dir
-    from .training.data import Corpus
-    from .training.loop import Settings, SettingsError, summary, train
+    from .trainer import DataError, HistoryError, ModelError, SettingsError, TrainingError, train
+    from .trainer.settings import from_arguments
+    from .training.api.data_parallel import RankLostError, RankMismatchError, leave
 
     try:
-        settings = Settings(
-            steps=args.steps,
-            batch=args.batch,
-            seq=args.seq,
-            lr=args.lr,
-            out=Path(args.out),
-            resume=args.resume,
-            save_every=args.save_every,
-            eval_every=args.eval_every,
-            warmup=args.warmup_steps,
-            seed=args.seed,
-            threads=args.threads or None,
-            precision=args.precision,
-            max_grad_norm=args.max_grad_norm,
-            grad_accum=args.grad_accum,
-            lr_scheduler=args.lr_scheduler,
-            weight_decay=args.weight_decay,
-            zero=args.zero,
-            collective_timeout=args.collective_timeout,
-        )
-        model = hf_dir.load(args.model) if hf_dir.is_model_directory(args.model) else Path(args.model)
-        tokenizer = getattr(model, "tokenizer", None)
-        corpus = (
-            Corpus.from_paths(args.data, tokenizer=tokenizer)
-            if args.data
-            else Corpus.python_stdlib(tokenizer=tokenizer)
-        )
-        rank, world = distributed.environment()
-        if rank == 0:
-            print(f"data: {corpus.describe()}")
-        if not isinstance(model, hf_dir.HfModel) and not model.is_file():
-            raise SettingsError(f"{model}: no such ONNX model or Hugging Face directory")
-        history = train(model, corpus, settings)
-    except (SettingsError, ValueError, OSError) as error:  # hf_dir's and the data's errors are ValueErrors
+        outcome = train(from_arguments(args))
+    except (SettingsError, ModelError, DataError, HistoryError, RankMismatchError) as error:
         print(f"train: {error}", file=sys.stderr)
         return 2
-    except distributed.RankLostError as error:
+    except (RankLostError, TrainingError) as error:
         print(f"train: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("train: interrupted; the run in --out keeps its last checkpoint", file=sys.stderr)
+        return 128 + signal.SIGINT
     finally:
-        distributed.leave()
-    if rank == 0:
-        print(summary(history, settings, world))
+        leave()
+    if outcome.written:  # rank 0's
+        print(outcome.summary())
+    if outcome.stopped_by is not None:
+        return 128 + outcome.stopped_by  # as a shell reports a process the signal ended
     return 0
 
 
@@ -161,73 +127,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.set_defaults(func=_demo)
 
+    from .trainer.settings import add_arguments
+
     train = commands.add_parser(
-        "train", help="train a language-model export on bytes of text (AdamW, checkpoints, loss curve)"
+        "train",
+        help="train a causal language model (an ONNX export or a Hugging Face directory) on text: AdamW, "
+        "mixed precision, checkpoints, loss curve; under torchrun, data parallel",
+        description="Exit codes: 0 done, 2 a setting, model, data or --out refused (nothing written), 1 the run "
+        "failed (a process lost, the loss diverged), 130/143 stopped by SIGINT/SIGTERM after a checkpoint.",
     )
-    train.add_argument(
-        "model",
-        help="a Hugging Face causal-LM directory (config.json, safetensors weights, tokenizer files), or an "
-        "ONNX model whose integer inputs take token ids and whose output 'loss' is the loss",
-    )
-    train.add_argument(
-        "--data",
-        nargs="+",
-        help="text files, .jsonl files (a 'text' field per line), folders, globs, or a datasets save_to_disk "
-        "folder (default: this Python's standard library sources)",
-    )
-    train.add_argument(
-        "--steps", type=int, default=300, help="total optimizer steps (a resumed run included)"
-    )
-    train.add_argument(
-        "--batch", type=int, default=8, help="sequences per step (of each process under torchrun)"
-    )
-    train.add_argument("--seq", type=int, default=128, help="tokens per sequence")
-    train.add_argument(
-        "--grad-accum", type=int, default=1, help="micro-batches of --batch per step, averaged"
-    )
-    train.add_argument("--lr", type=float, default=1e-3, help="peak learning rate, reached after the warm-up")
-    train.add_argument(
-        "--lr-scheduler", default="linear", help="after the warm-up: linear (to 0), cosine (to 0) or constant"
-    )
-    train.add_argument(
-        "--warmup-steps", type=int, default=None, help="linear warm-up steps (default: a tenth)"
-    )
-    train.add_argument("--weight-decay", type=float, default=0.01, help="AdamW's decoupled weight decay")
-    train.add_argument("--out", default="train-output", help="folder for artifacts, checkpoint, CSV and PNG")
-    train.add_argument("--resume", action="store_true", help="go on from the checkpoint in --out")
-    train.add_argument("--save-every", type=int, default=100, help="checkpoint every this many steps")
-    train.add_argument("--eval-every", type=int, default=50, help="held-out loss every this many steps")
-    train.add_argument("--seed", type=int, default=0, help="seed of the batch positions")
-    train.add_argument(
-        "--precision",
-        default="fp32",
-        help="fp32, bf16-mixed or fp16-mixed (torch.autocast over float32 weights; fp16 with dynamic loss scaling)",
-    )
-    train.add_argument(
-        "--max-grad-norm", type=float, default=1.0, help="clip the gradients' total 2-norm to this (0: off)"
-    )
-    train.add_argument(
-        "--threads", type=int, default=0, help="intra-op thread count (0: ONNX Runtime's default)"
-    )
-    train.add_argument(
-        "--zero",
-        type=int,
-        default=0,
-        help="under torchrun, 1 shards the AdamW states over the processes (ZeRO stage 1)",
-    )
-    train.add_argument(
-        "--collective-timeout",
-        type=float,
-        default=300.0,
-        help="under torchrun, seconds a collective waits for a stalled process before failing "
-        "(a killed one fails it at once)",
-    )
+    add_arguments(train)
     train.set_defaults(func=_train)
 
     bench = commands.add_parser(
         "bench",
         help="time the native kernels against the inlined reference, the peers and same-run rooflines",
     )
+    from .bench import options as bench_options
+
     bench.add_argument(
         "ops",
         nargs="*",
@@ -236,41 +153,55 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench.add_argument(
         "--threads",
-        default=f"1,{os.cpu_count()}",
-        help="comma-separated intra-op thread counts (default: 1,all)",
+        type=bench_options.counts,
+        help="comma-separated intra-op thread counts, each at least 1 (default: 1,all)",
     )
     bench.add_argument(
-        "--dtypes", default="float32,bfloat16", help="comma-separated: float32, bfloat16, float16"
+        "--dtypes",
+        type=bench_options.dtypes,
+        help="comma-separated: float32, bfloat16, float16 (default: float32,bfloat16)",
     )
     bench.add_argument(
         "--repeats",
-        type=int,
+        type=bench_options.positive,
         default=15,
-        help="most timed runs per case (fewer for large cases; median reported)",
+        help="most timed runs per case, at least 1 (fewer for large cases; median reported)",
     )
     bench.add_argument(
         "--quick", action="store_true", help="small shapes, 3 repeats (CI smoke test, < 1 min)"
     )
-    bench.add_argument("--json", help="write every result, the machine and the versions to this JSON file")
     bench.add_argument(
-        "--markdown", help="write the results tables to this Markdown file (docs/PERFORMANCE.md)"
+        "--json",
+        type=bench_options.output_file,
+        help="write every result, the machine and the versions to this JSON file (its folder must exist)",
+    )
+    bench.add_argument(
+        "--markdown",
+        type=bench_options.output_file,
+        help="write the results tables to this Markdown file (docs/PERFORMANCE.md; its folder must exist)",
     )
     bench.add_argument(
         "--peer-venv",
+        type=bench_options.venv,
         help="training_step: venv with onnxruntime-training 1.19.2 (default: $ORT_ASCEND_OPS_ORTTRAINING_VENV)",
     )
     bench.add_argument(
         "--precision",
-        default="fp32",
+        type=bench_options.precisions,
         help="training_step: comma-separated precisions beside fp32 (bf16-mixed, fp16-mixed): ours native "
         "and PyTorch eager under torch.autocast at each",
     )
     bench.add_argument(
         "--nproc",
-        help="training_step: comma-separated process counts (1,2): data parallel under torchrun, ours "
-        "(with and without ZeRO-1) against PyTorch DDP (with and without ZeroRedundancyOptimizer)",
+        type=bench_options.counts,
+        help="training_step: comma-separated process counts, each at least 1 (1,2): data parallel under "
+        "torchrun, ours (with and without ZeRO-1) against PyTorch DDP (with and without ZeroRedundancyOptimizer)",
     )
-    bench.add_argument("--png", help="chart the fraction of the roofline per op and case (needs matplotlib)")
+    bench.add_argument(
+        "--png",
+        type=bench_options.output_file,
+        help="chart the fraction of the roofline per op and case (needs matplotlib; its folder must exist)",
+    )
     bench.set_defaults(func=_bench)
 
     commands.add_parser("docs", help="print the operator reference (docs/OPS.md)").set_defaults(func=_docs)

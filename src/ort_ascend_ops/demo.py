@@ -3,7 +3,7 @@
 1. A tiny Hugging Face Llama over bytes (``models/byte_llama.onnx``, exported from transformers by
    ``export_torch``; random init) trained with AdamW and a linear schedule on the bytes of this
    Python's standard library sources, a held-out share of the files measuring generalisation,
-   through ``generate_artifacts`` and the training API (``ort_ascend_ops.training.loop``): the loss
+   through ``generate_artifacts`` and the training API (``ort_ascend_ops.trainer``): the loss
    falls from ln 256, a loss-curve PNG and CSV are written, a per-op time table comes from ONNX
    Runtime's profiler, and one step's gradients are checked against the portable path.
 2. DeepSeek-V3.2's indexer warm-up (DSA): a tiny random transformers ``DeepseekV32ForCausalLM``
@@ -24,7 +24,6 @@ Ends with a one-line verdict."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import sysconfig
@@ -268,18 +267,19 @@ def _demo_one(example: Example, index: int, steps: int, seed: int, threads: int 
     return summary, failures
 
 
-def _demo_language_model(settings, threads: int | None, profile_dir: str, corpus):
+def _demo_language_model(settings, threads: int | None, profile_dir: str):
     """Trains the byte-level Llama; returns a summary dict and the failure reasons."""
-    from .training.loop import LOSS_CURVE, LOSSES_CSV, artifacts_for, train
+    from .trainer import RunFolder, train
+    from .training.artifacts import artifact_paths
 
     model = byte_llama.model_path()
     _say(f"[1/{_SECTIONS}] Hugging Face Llama over bytes ({model.name}): {byte_llama.describe()}")
-    _say(f"  data: {corpus.describe()}")
-    start = time.perf_counter()
-    history = train(model, corpus, settings, say=lambda text: _say("  " + text))
-    elapsed = time.perf_counter() - start
-    if not history.rows:
+    if settings is None:
         return {}, ["byte_llama: trained no steps"]
+    start = time.perf_counter()
+    outcome = train(settings, say=lambda text: _say("  " + text))
+    elapsed = time.perf_counter() - start
+    history, corpus, folder = outcome.history, outcome.corpus, RunFolder(settings.folder)
     losses = history.losses()
     evals = history.evals()
     step_ms = 1e3 * float(np.median([r["seconds"] for r in history.rows]))
@@ -289,9 +289,9 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str, corpus
         f"(step {evals[0][0]}) -> {evals[-1][1]:.3f}; {elapsed:.0f} s, median step {step_ms:.0f} ms "
         f"({tokens / step_ms * 1e3:,.0f} tokens/s)"
     )
-    _say(f"  wrote {settings.out / LOSS_CURVE}, {settings.out / LOSSES_CSV} and the checkpoint")
+    _say(f"  wrote {folder.curve}, {folder.losses} and the checkpoint")
 
-    paths = artifacts_for(model, dataclasses.replace(settings, resume=True))
+    paths = artifact_paths(folder.artifacts)
     window = corpus.batch("train", 0, settings.batch, settings.seq, settings.seed)
     feeds = [window, window]
     _profile_steps(paths, feeds, threads, profile_dir, "byte_llama")
@@ -315,9 +315,7 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
         _say(f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory: skipped (needs pip install '.[torch]')")
         return None, []
     from .examples.hf_models import write_model_directory
-    from .training import hf_dir
-    from .training.data import Corpus
-    from .training.loop import Settings, train
+    from .trainer import Settings, train
 
     root = Path(sysconfig.get_paths()["stdlib"])
     files = sorted(str(f) for package in HF_PACKAGES for f in (root / package).rglob("*.py"))
@@ -328,17 +326,14 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
     _say(
         f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory {source} (Qwen2, GQA, tied embeddings, BPE tokenizer)"
     )
-    say = lambda text: _say("  " + text)  # noqa: E731
-    model = hf_dir.load(source, say)
-    corpus = Corpus.from_paths(files, tokenizer=model.tokenizer, description="standard-library packages")
-    _say(f"  data: {corpus.describe()}")
-    settings = Settings(
-        steps=steps, batch=HF_BATCH, seq=HF_SEQ, lr=HF_LR, out=trained, save_every=max(steps, 1), seed=seed,
-        threads=threads, lr_scheduler="cosine",
-    )  # fmt: skip
-    history = train(model, corpus, settings, say=say)
-    if not history.rows:
+    if not steps:
         return {}, ["hf_directory: trained no steps"]
+    settings = Settings(
+        model=str(source), data=tuple(files), steps=steps, batch=HF_BATCH, seq=HF_SEQ, lr=HF_LR, out=str(trained),
+        overwrite=True, save_every=0, seed=seed, threads=threads or 0, lr_scheduler="cosine",
+    )  # fmt: skip
+    outcome = train(settings, say=lambda text: _say("  " + text))
+    history, corpus = outcome.history, outcome.corpus
     losses, failures = history.losses(), []
     reloaded, info = transformers.AutoModelForCausalLM.from_pretrained(trained, output_loading_info=True)
     if any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")):
@@ -470,27 +465,33 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
     ``lm_steps`` AdamW steps of the language model, ``warmup_steps`` AdamW steps of the DeepSeek
     indexer warm-up, ``steps`` SGD steps of the indexer loss. The defaults are the command line's
     (``python -m ort_ascend_ops demo``)."""
-    from .training.data import Corpus
-    from .training.loop import Settings
+    from .trainer import Corpus, Settings
 
     start = time.perf_counter()
     _say(
         f"ort_ascend_ops demo: training through ONNX Runtime {ort.__version__} with the native library "
         f"{Path(get_library_path()).name}, {threads or 'default'} intra-op thread(s)"
     )
-    settings = Settings(
-        steps=lm_steps,
-        batch=byte_llama.BATCH,
-        seq=byte_llama.SEQUENCE,
-        lr=byte_llama.LEARNING_RATE,
-        out=Path(out),
-        save_every=max(lm_steps, 1),
-        seed=seed,
-        threads=threads,
+    # The demo's folder is its own: each run replaces the last one's.
+    settings = (
+        Settings(
+            model=str(byte_llama.model_path()),
+            steps=lm_steps,
+            batch=byte_llama.BATCH,
+            seq=byte_llama.SEQUENCE,
+            lr=byte_llama.LEARNING_RATE,
+            out=out,
+            overwrite=True,
+            save_every=0,
+            seed=seed,
+            threads=threads or 0,
+        )
+        if lm_steps
+        else None
     )
     corpus = Corpus.python_stdlib()
     sections: list[tuple[str, Callable[[str], tuple[dict, list[str]]]]] = [
-        ("byte_llama", lambda folder: _demo_language_model(settings, threads, folder, corpus)),
+        ("byte_llama", lambda folder: _demo_language_model(settings, threads, folder)),
         ("deepseek_v32", lambda folder: _demo_indexer_warmup(warmup_steps, seed, threads, folder, corpus)),
     ]
     for index, example in enumerate(EXAMPLES, 3):
@@ -518,7 +519,7 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
     _say(
         f"verdict: PASS: losses fell ({losses}; held out {summaries['byte_llama']['eval']:.3f}); gradients "
         f"agree with the portable path (worst {portable:.1e}) and with finite differences (worst {fd:.1e}); "
-        f"loss curve in {settings.out / 'loss_curve.png'}"
+        f"loss curve in {Path(out) / 'loss_curve.png'}"
         + (
             f"; trained Hugging Face model in {Path(out) / 'hf-trained'}"
             if "hf_directory" in summaries

@@ -24,6 +24,7 @@ import safetensors
 
 FORMAT = "ort_ascend_ops.checkpoint"
 VERSION = "1"
+SUFFIX = ".safetensors"
 # Names of optimizer state tensors: a prefix no state_dict key has.
 _OPTIMIZER_PREFIX = "optimizer/"
 
@@ -32,15 +33,15 @@ _OPTIMIZER_PREFIX = "optimizer/"
 class Contents:
     """What a checkpoint holds, in NumPy: every parameter and whether it trains, the user's
     properties (int, float, str), if saved, the optimizer's step, learning rate and states
-    (state name -> parameter name -> array), and under fp16-mixed the loss scale and its growth
-    tracker (``torch.amp.GradScaler``'s ``scale`` and ``_growth_tracker``)."""
+    (state name -> parameter name -> array), and under fp16-mixed the loss scaler's state
+    (``torch.amp.GradScaler.state_dict()``'s numbers)."""
 
     parameters: dict[str, np.ndarray]
     requires_grad: dict[str, bool]
     properties: dict[str, int | float | str] = field(default_factory=dict)
     optimizer: dict | None = None  # {"step": int, "learning_rate": float}
     optimizer_states: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
-    loss_scale: dict | None = None  # {"scale": float, "growth_tracker": int}
+    loss_scale: dict[str, float | int] | None = None
 
 
 def check_property(name: str, value) -> None:
@@ -68,7 +69,7 @@ def write(path: str | os.PathLike, contents: Contents) -> None:
         metadata["optimizer"] = json.dumps(contents.optimizer)
     if contents.loss_scale is not None:
         metadata["loss_scale"] = json.dumps(contents.loss_scale)
-    _write_atomically(Path(path), lambda f: _write_safetensors(f, tensors, metadata))
+    write_atomically(Path(path), lambda f: _write_safetensors(f, tensors, metadata))
 
 
 # safetensors' dtype names (its format's spec); bfloat16 is ml_dtypes'.
@@ -112,7 +113,9 @@ def _write_safetensors(f: BinaryIO, tensors: Mapping[str, np.ndarray], metadata:
             f.write(a.reshape(-1).view(np.uint8).data)
 
 
-def _write_atomically(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_atomically(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Calls ``write`` on a temporary file beside ``path`` that then replaces it (see the module's
+    doc): ``path`` holds the old contents or the new ones, whatever happens."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -180,11 +183,10 @@ def read(path: str | os.PathLike) -> Contents:
                 "step": int(contents.optimizer["step"]),
                 "learning_rate": float(contents.optimizer["learning_rate"]),
             }
-        if contents.loss_scale is not None:
-            contents.loss_scale = {
-                "scale": float(contents.loss_scale["scale"]),
-                "growth_tracker": int(contents.loss_scale["growth_tracker"]),
-            }
+        if contents.loss_scale is not None and not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in dict(contents.loss_scale).values()
+        ):
+            raise TypeError(f"the loss scale's values are numbers, not {contents.loss_scale}")
         for name, value in contents.properties.items():
             check_property(name, value)
     except (KeyError, TypeError, ValueError, AttributeError) as error:

@@ -15,7 +15,6 @@ three computes in float32, which every graph of float32 ops accepts."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection
 
 import onnx
@@ -28,38 +27,7 @@ from ..opschema import load_op_specs, register_schemas
 FLOAT = TensorProto.FLOAT
 PRECISIONS = {"fp32": FLOAT, "bf16-mixed": TensorProto.BFLOAT16, "fp16-mixed": TensorProto.FLOAT16}
 LOSS_SCALED = frozenset({"fp16-mixed"})  # the precisions whose gradients need a loss scale
-LOSS_SCALE = "loss_scale"  # the training model's input for it (float32 scalar)
-
-
-@dataclasses.dataclass(frozen=True)
-class LossScaling:
-    """``torch.amp.GradScaler``'s rules and defaults: start at ``init_scale``; a step whose
-    gradients hold an inf or NaN is skipped and the scale multiplied by ``backoff_factor``;
-    after ``growth_interval`` finite steps in a row it is multiplied by ``growth_factor``."""
-
-    init_scale: float = 65536.0
-    growth_factor: float = 2.0
-    backoff_factor: float = 0.5
-    growth_interval: int = 2000
-
-    def __post_init__(self):
-        if not (self.init_scale > 0 and self.growth_factor > 1 and 0 < self.backoff_factor < 1):
-            raise ValueError(
-                f"LossScaling: needs init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1; got {self}"
-            )
-        if int(self.growth_interval) != self.growth_interval or self.growth_interval < 1:
-            raise ValueError(
-                f"LossScaling: growth_interval must be a positive integer, got {self.growth_interval}"
-            )
-
-    def update(self, state: dict, found_inf: bool) -> None:
-        """``GradScaler.update``: the scale and growth tracker of ``state`` after a step."""
-        if found_inf:
-            state["scale"], state["growth_tracker"] = state["scale"] * self.backoff_factor, 0
-            return
-        state["growth_tracker"] += 1
-        if state["growth_tracker"] == self.growth_interval:
-            state["scale"], state["growth_tracker"] = state["scale"] * self.growth_factor, 0
+LOSS_SCALE = "loss_scale"  # the training model's input for it (float32 scalar; api.LossScaler's)
 
 
 # Default-domain ops computing in the low type, each with the inputs cast to it (all its float

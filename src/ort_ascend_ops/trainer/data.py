@@ -25,6 +25,11 @@ MINIMUM_TOKENS = 1024
 _STDLIB_SKIPPED = {"site-packages", "dist-packages", "test", "tests", "idlelib", "lib2to3", "turtledemo"}
 
 
+class DataError(ValueError):
+    """Data ``train`` cannot take (a missing path, too little text, a malformed line), naming the
+    file; the CLI exits with 2."""
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Corpus:
     """Two arrays of token ids: ``train`` to learn from and ``held_out`` to measure generalisation
@@ -86,7 +91,7 @@ class Corpus:
         arrays = {k: np.concatenate(v).astype(dtype) if v else np.zeros(0, dtype) for k, v in parts.items()}
         for split, array in arrays.items():
             if array.size < MINIMUM_TOKENS:
-                raise ValueError(
+                raise DataError(
                     f"{', '.join(roots)}: too little text ({count} documents, {array.size} tokens in {split}; "
                     f"at least {MINIMUM_TOKENS} needed in each split)"
                 )
@@ -107,11 +112,11 @@ class Corpus:
         return data[offsets[:, None] + np.arange(seq)].astype(np.int64)
 
     def check_window(self, seq: int) -> None:
-        """A ValueError unless each split holds one window of ``seq`` tokens and its next."""
+        """A ``DataError`` unless each split holds one window of ``seq`` tokens and its next."""
         for split in SPLITS:
             size = getattr(self, split).size
             if size < seq + 1:
-                raise ValueError(
+                raise DataError(
                     f"{self.description}: the {split} split has {size} tokens, fewer than one window "
                     f"(--seq {seq} + 1)"
                 )
@@ -132,7 +137,7 @@ def _encoder(tokenizer) -> Callable[[bytes], np.ndarray]:
         return lambda data: np.frombuffer(data + SEPARATOR, dtype=np.uint8)
     eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError("the tokenizer has no end-of-sequence token to join documents with")
+        raise DataError("the tokenizer has no end-of-sequence token to join documents with")
 
     def encode(data: bytes) -> np.ndarray:
         text = data.decode("utf-8", errors="replace")
@@ -153,13 +158,16 @@ def _documents(root: str) -> Iterator[bytes]:
     else:
         matches = sorted(glob.glob(root, recursive=True)) if glob.has_magic(root) else []
         if not matches:
-            raise ValueError(f"{root}: no such file or directory")
+            raise DataError(f"{root}: no such file or directory")
         for match in matches:
             yield from _documents(match)
 
 
 def _file_documents(path: Path) -> Iterator[bytes]:
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: cannot be read ({error.strerror or error})") from None
     if b"\0" in data:
         return
     if path.suffix != ".jsonl":
@@ -171,10 +179,10 @@ def _file_documents(path: Path) -> Iterator[bytes]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{number}: not a JSON line ({e.msg})") from None
+            raise DataError(f"{path}:{number}: not a JSON line ({e.msg})") from None
         text = record.get("text") if isinstance(record, dict) else None
         if not isinstance(text, str):
-            raise ValueError(f"{path}:{number}: a .jsonl line needs a string field 'text'")
+            raise DataError(f"{path}:{number}: a .jsonl line needs a string field 'text'")
         yield text.encode()
 
 
@@ -182,13 +190,13 @@ def _dataset_documents(path: Path) -> Iterator[bytes]:
     try:
         datasets = importlib.import_module("datasets")  # an optional extra: no stubs needed
     except ImportError:
-        raise ValueError(
+        raise DataError(
             f"{path}: a saved dataset needs the `datasets` package (pip install datasets)"
         ) from None
     dataset = datasets.load_from_disk(str(path))
     if isinstance(dataset, datasets.DatasetDict):
         dataset = dataset["train"] if "train" in dataset else next(iter(dataset.values()))
     if "text" not in dataset.column_names:
-        raise ValueError(f"{path}: the dataset has no 'text' column (it has {dataset.column_names})")
+        raise DataError(f"{path}: the dataset has no 'text' column (it has {dataset.column_names})")
     for text in dataset["text"]:
         yield str(text).encode()

@@ -1,10 +1,15 @@
 """Many processes on ``torch.distributed``, launched by ``torchrun``: we build no communication of
-our own. Gradients are averaged as torch's DDP averages them, in buckets of at most ``BUCKET_MB``
-(DDP's ``bucket_cap_mb``) cut from the gradient buffers (``buffers.Buffers``) in one fixed order,
-so that every run sums alike. The collectives read and write, through ``torch.from_numpy``, the
-very memory ONNX Runtime wrote: no copy. Two buckets are under way at a time (``IN_FLIGHT``), so
-that averaging one overlaps the next one's transfer; ONNX Runtime runs the backward as one call,
-so the transfer cannot start before the last gradient exists, as DDP's does during its backward.
+our own. ``DataParallel`` is the one object of a group of processes: its ranks, its buckets, ZeRO
+stage 1's shards and every collective the training API runs, made once (``join`` from torchrun's
+environment, ``of`` from a process group).
+
+Gradients are averaged as torch's DDP averages them, in buckets of at most ``BUCKET_MB``
+(DDP's ``bucket_cap_mb``) cut from the gradient buffers (``checkpoint_state.Buffers``) in one fixed
+order, so that every run sums alike. The collectives read and write, through ``torch.from_numpy``,
+the very memory ONNX Runtime wrote (host views the checkpoint state gives): no copy. Two buckets
+are under way at a time (``IN_FLIGHT``), so that averaging one overlaps the next one's transfer;
+ONNX Runtime runs the backward as one call, so the transfer cannot start before the last gradient
+exists, as DDP's does during its backward.
 
 ZeRO stage 1 (``Shards``) splits each gradient buffer into one contiguous run of parameters per
 rank: the gradients are reduce-scattered (each rank receives the mean of its run only), each
@@ -19,19 +24,20 @@ hang."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib.metadata
 import itertools
+import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 
 import ml_dtypes
 import numpy as np
 
-from .buffers import Buffers
+from .checkpoint_state import Buffers
 
 BUCKET_MB = 25
 # Collectives under way at once: gloo runs two at a time (its default worker threads) and holds a
@@ -42,6 +48,8 @@ COLLECTIVE_TIMEOUT = 300.0  # seconds; torch's own default for gloo is 30 minute
 
 # A launched collective, and what to do with its tensor once it is done (None: nothing).
 _Launched = tuple[object, Callable[[], object] | None]
+_log = logging.getLogger(__name__)
+_said_default_group = False
 
 
 class RankLostError(RuntimeError):
@@ -52,24 +60,39 @@ class RankMismatchError(ValueError):
     """Ranks that would train different things: another model, setting or package version."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """What ``torchrun`` tells a process in its environment (a single process: rank 0 of 1)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    restarts: int = 0  # times torchrun restarted the workers after a failure (--max-restarts)
+    master: str = ""  # the rendezvous address, for messages
+
+    @classmethod
+    def from_environment(cls) -> Launch:
+        env = os.environ
+        return cls(
+            int(env.get("RANK", "0")),
+            int(env.get("WORLD_SIZE", "1")),
+            int(env.get("LOCAL_WORLD_SIZE", "1")),
+            int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            f"{env.get('MASTER_ADDR')}:{env.get('MASTER_PORT')}",
+        )
+
+    def threads_per_process(self) -> int:
+        """The cores of this machine shared among the processes torchrun started on it."""
+        return max(1, len(os.sched_getaffinity(0)) // self.local_world_size)
+
+
 def _dist():
     import torch.distributed as dist
 
     return dist
 
 
-def current(process_group=None) -> Ranks | None:
-    """The ranks of ``process_group``, else of torch.distributed's default group once it is
-    initialized (as DDP takes it); None in a single process (or a group of one)."""
-    if process_group is None:
-        dist = sys.modules.get("torch.distributed")  # not imported: nothing can be initialized
-        if dist is None or not dist.is_available() or not dist.is_initialized():
-            return None
-    ranks = Ranks(process_group)
-    return ranks if ranks.size > 1 else None
-
-
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Shards:
     """ZeRO stage 1's split of the gradient buffers: in buffer ``i`` rank ``r`` owns elements
     ``bounds[i][r]:bounds[i][r + 1]``, the gradients of the parameters ``owners`` gives it."""
@@ -83,20 +106,22 @@ class Shards:
         parameter goes to the rank whose 1/N of the buffer holds its first element."""
         owners: dict[str, int] = {}
         bounds = []
-        for index, array in enumerate(buffers.arrays):
+        for index, flat in enumerate(buffers.flat):
+            size = int(np.prod(flat.shape(), dtype=np.int64))
             spans = sorted((start, name) for name, (i, start, _) in buffers.spans.items() if i == index)
-            length = max(1, array.size)
+            length = max(1, size)
             for start, name in spans:
                 owners[name] = min(ranks - 1, start * ranks // length)
             cuts = [0]
             for r in range(1, ranks):
-                cuts.append(next((s for s, n in spans if owners[n] >= r), array.size))
-            bounds.append([*cuts, array.size])
+                cuts.append(next((s for s, n in spans if owners[n] >= r), size))
+            bounds.append([*cuts, size])
         return cls(bounds, owners)
 
 
-class Ranks:
-    """The processes of one group, and the collectives the training API runs over them.
+class DataParallel:
+    """The processes of one group and the collectives the training API runs over them, made by
+    ``join`` or ``of``. ``shards``: ZeRO stage 1's, once an optimizer asked for them (``shard``);
     ``seconds``: the time spent in the collectives of gradients and parameters (for the bench)."""
 
     def __init__(self, group=None, bucket_mb: float = BUCKET_MB):
@@ -105,7 +130,62 @@ class Ranks:
         self.rank = dist.get_rank(group)
         self.size = dist.get_world_size(group)
         self.bucket_bytes = int(bucket_mb * 2**20)
+        self.shards: Shards | None = None
         self.seconds = 0.0
+        self.launch = Launch.from_environment()
+
+    @classmethod
+    def of(cls, process_group=None) -> DataParallel | None:
+        """``process_group``'s processes (a ``DataParallel`` is taken as it is), else those of
+        torch.distributed's default group once it is initialized, as DDP takes it; None in a
+        single process (or a group of one)."""
+        global _said_default_group
+        if isinstance(process_group, DataParallel):
+            return process_group
+        if process_group is None:
+            dist = sys.modules.get("torch.distributed")  # not imported: nothing can be initialized
+            if dist is None or not dist.is_available() or not dist.is_initialized():
+                return None
+        parallel = cls(process_group)
+        if parallel.size == 1:
+            return None
+        if process_group is None and not _said_default_group:
+            _said_default_group = True
+            _log.warning(
+                "training.api: torch.distributed is initialized, so the module runs data parallel over its "
+                "default group of %d processes (DistributedDataParallel's behaviour: rank 0's parameters, "
+                "gradients averaged); pass process_group= to choose another group",
+                parallel.size,
+            )
+        return parallel
+
+    @classmethod
+    def join(cls, timeout_seconds: float = COLLECTIVE_TIMEOUT) -> DataParallel | None:
+        """Under ``torchrun`` (a world of more than one process), this process's group,
+        initialized from the environment torchrun sets (gloo, each collective failing after
+        ``timeout_seconds``); None in a single process."""
+        launch = Launch.from_environment()
+        if launch.world_size <= 1:
+            return None
+        try:
+            dist = _dist()
+        except ImportError:
+            raise RankMismatchError("data parallel runs on torch.distributed: pip install torch") from None
+        if not dist.is_initialized():
+            timeout = timedelta(seconds=timeout_seconds)
+            try:
+                store, rank, size = next(dist.rendezvous("env://", timeout=timeout))
+                # torchrun's c10d rendezvous (--standalone, --rdzv-backend c10d) keeps its store
+                # across restarts, where gloo would read the killed ranks' addresses: one prefix
+                # per attempt.
+                attempt = dist.PrefixStore(f"ort_ascend_ops/attempt{launch.restarts}", store)
+                dist.init_process_group("gloo", store=attempt, rank=rank, world_size=size, timeout=timeout)
+            except RuntimeError as error:  # the store's and gloo's timeouts and refused connections
+                raise RankLostError(
+                    f"data parallel: the {launch.world_size} processes did not all meet at {launch.master} "
+                    f"within {timeout_seconds:g} s ({_first_line(error)})"
+                ) from None
+        return cls(None) if dist.get_world_size() > 1 else None
 
     def _run(self, what: str, collectives: Iterable[_Launched]) -> None:
         """Launches ``collectives`` (each drawn from the iterable launches one) with at most
@@ -152,10 +232,21 @@ class Ranks:
         self._run(what, collectives())
         return bool(flag.item())
 
-    def average(self, arrays: Sequence[np.ndarray], found_inf: bool | None = None) -> bool:
-        """Every rank's ``arrays`` (1-D gradient buffers) replaced by their mean over the ranks,
-        in place, bucket by bucket; with ``found_inf`` given, whether any rank found an inf or
-        NaN."""
+    def shard(self, gradients: Buffers) -> Shards:
+        """ZeRO stage 1 from now on: ``gradients`` split over the ranks (``Shards.of``), which
+        ``reduce_gradients`` then reduce-scatters."""
+        self.shards = Shards.of(gradients, self.size)
+        return self.shards
+
+    def reduce_gradients(self, arrays: Sequence[np.ndarray], found_inf: bool | None = None) -> bool:
+        """The gradients' 1-D buffers ``arrays`` replaced, in place, by their mean over the ranks
+        (under ZeRO stage 1, each rank's run alone, on that rank: the rest of a buffer keeps this
+        rank's own values); with ``found_inf`` given, whether any rank found an inf or NaN."""
+        if self.shards is None:
+            return self._average(arrays, found_inf)
+        return self._reduce_scatter(arrays, self.shards, found_inf)
+
+    def _average(self, arrays: Sequence[np.ndarray], found_inf: bool | None) -> bool:
         dist = _dist()
 
         def buckets() -> Iterator[_Launched]:
@@ -168,12 +259,7 @@ class Ranks:
 
         return self._with_flag("the gradients' all-reduce", found_inf, buckets())
 
-    def reduce_scatter(
-        self, arrays: Sequence[np.ndarray], shards: Shards, found_inf: bool | None = None
-    ) -> bool:
-        """ZeRO stage 1's reduction: each rank's run of each buffer (``shards``) replaced, on that
-        rank alone, by its mean over the ranks; the rest of the buffer keeps this rank's own
-        values. With ``found_inf`` given, whether any rank found an inf or NaN."""
+    def _reduce_scatter(self, arrays: Sequence[np.ndarray], shards: Shards, found_inf: bool | None) -> bool:
         dist = _dist()
 
         def buckets() -> Iterator[_Launched]:
@@ -190,10 +276,12 @@ class Ranks:
 
         return self._with_flag("the gradients' reduce-scatter", found_inf, buckets())
 
-    def all_gather(self, arrays: Sequence[np.ndarray], shards: Shards) -> None:
+    def all_gather(self, arrays: Sequence[np.ndarray]) -> None:
         """ZeRO stage 1's all-gather of the updated parameters, laid out as their gradients:
         each rank's run of each buffer broadcast from that rank, bucket by bucket."""
         dist = _dist()
+        assert self.shards is not None, "all_gather needs the shards of shard()"
+        shards = self.shards
 
         def buckets() -> Iterator[_Launched]:
             for array, bounds in zip(arrays, shards.bounds, strict=True):
@@ -292,7 +380,6 @@ class Ranks:
 
     def lost(self, what: str, error: BaseException) -> RankLostError:
         """The error of a failed collective, naming the ranks that did not answer a roll call."""
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         missing = self._roll_call()
         if missing is None:
             who = "a rank is lost (the rendezvous store is gone too, so which one is unknown)"
@@ -300,7 +387,9 @@ class Ranks:
             who = f"rank {', '.join(map(str, missing))} of {self.size} is lost (no answer within {ROLL_CALL_SECONDS:g} s)"
         else:
             who = "every rank answered a roll call, so none is lost: the collective itself failed"
-        return RankLostError(f"data parallel: {what} failed on rank {self.rank}: {who}. ({reason})")
+        return RankLostError(
+            f"data parallel: {what} failed on rank {self.rank}: {who}. ({_first_line(error)})"
+        )
 
     def _roll_call(self) -> list[int] | None:
         """The ranks that do not set their key in the store within ``ROLL_CALL_SECONDS``: each
@@ -308,7 +397,7 @@ class Ranks:
         dist = _dist()
         try:
             store = dist.distributed_c10d._get_default_store()  # torch has no public getter
-            prefix = f"ort_ascend_ops/roll_call/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+            prefix = f"ort_ascend_ops/roll_call/{self.launch.restarts}"
             store.set(f"{prefix}/{self.rank}", "here")
             keys = [f"{prefix}/{r}" for r in range(self.size)]
             deadline = time.monotonic() + ROLL_CALL_SECONDS
@@ -319,6 +408,11 @@ class Ranks:
                 time.sleep(0.2)
         except Exception:  # noqa: BLE001 (the store's failures have no common type)
             return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _scaling(tensor, factor: float) -> Callable[[], object]:
@@ -357,51 +451,8 @@ def versions() -> dict[str, str]:
     }
 
 
-def join(timeout_seconds: float = COLLECTIVE_TIMEOUT) -> Ranks | None:
-    """Under ``torchrun`` (``WORLD_SIZE`` above 1 in the environment), this process's rank in the
-    default group, initialized from the environment torchrun sets (gloo, each collective
-    failing after ``timeout_seconds``); None in a single process."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return None
-    try:
-        dist = _dist()
-    except ImportError:
-        raise RankMismatchError("data parallel runs on torch.distributed: pip install torch") from None
-    if not dist.is_initialized():
-        timeout = timedelta(seconds=timeout_seconds)
-        try:
-            store, rank, size = next(dist.rendezvous("env://", timeout=timeout))
-            # torchrun's c10d rendezvous (--standalone, --rdzv-backend c10d) keeps its store
-            # across restarts, where gloo would read the killed ranks' addresses: one prefix per
-            # attempt.
-            attempt = dist.PrefixStore(f"ort_ascend_ops/attempt{restarted()}", store)
-            dist.init_process_group("gloo", store=attempt, rank=rank, world_size=size, timeout=timeout)
-        except RuntimeError as error:  # the store's and gloo's timeouts and refused connections
-            where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
-            raise RankLostError(
-                f"data parallel: the {os.environ['WORLD_SIZE']} processes did not all meet at {where} "
-                f"within {timeout_seconds:g} s ({str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__})"
-            ) from None
-    return current()
-
-
 def leave() -> None:
     """Ends the process group ``join`` began (torch warns at exit otherwise)."""
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def environment() -> tuple[int, int]:
-    """This process's rank and the number of processes as torchrun sets them (0 and 1 alone)."""
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def threads_per_process() -> int:
-    """The cores of this machine shared among the processes torchrun started on it."""
-    return max(1, len(os.sched_getaffinity(0)) // int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
-
-
-def restarted() -> int:
-    """How many times torchrun restarted this worker after a failure (``--max-restarts``)."""
-    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))

@@ -76,12 +76,24 @@ def test_a_bad_option_is_refused_before_anything_runs(argv, named, rule, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_command_refuses_a_missing_output_folder_before_the_run(tmp_path):
-    # The user's case: the whole run, then a traceback from the JSON's open(). As a command, which
-    # re-executes itself first (see _bench): the refusal must come before that too.
-    json_path = tmp_path / MISSING / "bench.json"
-    argv = ["bench", "rms_norm", "--quick", "--threads", "1", "--json", str(json_path)]
+@pytest.mark.parametrize(
+    "bad, said",
+    [
+        (
+            ["--json", "{folder}/bench.json"],
+            "argument --json: {folder}/bench.json: the folder {folder} does not exist",
+        ),
+        (["--threads", "abc"], "argument --threads: 'abc': want comma-separated integers of at least 1"),
+        (["--repeats", "0"], "argument --repeats: '0': want an integer of at least 1"),
+    ],
+    ids=["json-folder", "threads", "repeats"],
+)
+def test_the_command_refuses_a_bad_option_before_the_run(bad, said, tmp_path):
+    # The user's cases: a traceback (or the whole run, then a traceback from the JSON's open()).
+    # As a command, which re-executes itself first (see _bench): the refusal comes before that too.
+    folder = tmp_path / MISSING
+    argv = ["bench", "rms_norm", "--quick", "--threads", "1", *(a.format(folder=folder) for a in bad)]
     done = subprocess.run([sys.executable, "-m", "ort_ascend_ops", *argv], capture_output=True, text=True)
     assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert f"argument --json: {json_path}: the folder {json_path.parent} does not exist" in done.stderr
+    assert said.format(folder=folder) in done.stderr
     assert "Traceback" not in done.stderr

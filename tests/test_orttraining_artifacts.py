@@ -440,3 +440,9 @@ def test_string_inputs(tmp_path, rng):
     _close(
         _run(paths["eval"], {"input": strings, "labels": labels} | _parameters(paths))["loss"], loss.item()
     )
+    # The training API binds strings as ONNX Runtime's Python API makes no OrtValue of them.
+    state = CheckpointState.load_checkpoint(paths["checkpoint"])
+    module = Module(paths["training"], state, paths["eval"])
+    _close(module(strings, labels), loss.item())
+    _close(state.parameters["w"].grad, w.grad)
+    _close(module.eval()(strings, labels), loss.item())

@@ -67,8 +67,7 @@ struct Input {
 
 class Io {
  public:
-  Io(OrtKernelContext* ctx, const char* op, const schema::Param* outputs)
-      : raw_(ctx), ctx_(ctx), op_(op), outputs_(outputs) {}
+  Io(OrtKernelContext* ctx, const schema::Param* outputs) : raw_(ctx), ctx_(ctx), outputs_(outputs) {}
 
   // An input of an element type known only at run time (int32 or int64 indices, say).
   struct Untyped {
@@ -139,7 +138,6 @@ class Io {
 
   OrtKernelContext* raw_;
   Ort::KernelContext ctx_;
-  const char* op_;
   const schema::Param* outputs_;
 };
 
@@ -164,7 +162,7 @@ struct Entry : Kernel {
     using Schema = typename Kernel::Schema;
     return guarded(Kernel::kName,
                    [&] {
-                     const Io io(ctx, Kernel::kName, Schema::kOutputs);
+                     const Io io(ctx, Schema::kOutputs);
                      for (size_t i = 0; i < std::size(Schema::kInputs); ++i) {
                        if (!Schema::kInputs[i].optional && !io.has_input(i)) {
                          return op_error(Kernel::kName,

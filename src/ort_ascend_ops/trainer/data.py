@@ -57,7 +57,8 @@ class Corpus:
         taken as binary and skipped."""
         roots = [str(p) for p in paths]
         documents = (doc for root in roots for doc in _documents(root))
-        return cls._split(documents, held_out_every, description or ", ".join(roots), roots, tokenizer)
+        said = ", ".join(roots) if len(roots) <= 3 else f"{roots[0]} and {len(roots) - 1} more paths"
+        return cls._split(documents, held_out_every, description or said, roots, tokenizer)
 
     @classmethod
     def python_stdlib(cls, held_out_every: int = 20, *, tokenizer=None) -> Corpus:

@@ -27,7 +27,7 @@ from ..training.artifacts import artifact_paths, generate_artifacts
 from ..training.optim import AdamW
 from .data import Corpus, DataError
 from .history import History, HistoryError
-from .model_source import ModelError, ModelSource, open_model
+from .model_source import ModelError, ModelSource, fixed_elsewhere, open_model
 from .report import Progress, peak_rss_mb, plot, summary
 from .run_folder import RunFolder
 from .settings import Settings, SettingsError, flag, options
@@ -242,20 +242,10 @@ def _fits(training: Path, settings: Settings) -> bool:
     shapes, a Hugging Face directory's, takes no other: a run resumed on another number of
     processes exports again)."""
     graph = onnx.load(training, load_external_data=False).graph
-    for value in graph.input:
-        dims = value.type.tensor_type.shape.dim
-        if (
-            value.type.tensor_type.elem_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
-            and len(dims) == 2
-        ):
-            fixed = [
-                (d.dim_value, n)
-                for d, n in zip(dims, (settings.batch, settings.seq), strict=True)
-                if d.HasField("dim_value")
-            ]
-            if any(d != n for d, n in fixed):
-                return False
-    return True
+    tokens = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+    return not any(
+        fixed_elsewhere(v, settings) for v in graph.input if v.type.tensor_type.elem_type in tokens
+    )
 
 
 def _feeds(module: Module, window: np.ndarray) -> list[np.ndarray]:
@@ -338,6 +328,7 @@ def _steps(
                 ) from None
 
     progress = Progress(settings.steps) if rank0 else None
+    skipped = history.skipped()  # counted as the steps go: the progress line shows it every step
     tokens = settings.batch * settings.seq * settings.grad_accum * outcome.processes
     for step in range(done + 1, settings.steps + 1):
         start = time.perf_counter()
@@ -370,7 +361,8 @@ def _steps(
                 "seconds": seconds,
             }
         )
-        scaling = f"  scale {loss_scale:g}  skipped {history.skipped()}" if scaled else ""
+        skipped += not updated
+        scaling = f"  scale {loss_scale:g}  skipped {skipped}" if scaled else ""
         if progress is not None:
             progress.update(step, loss, tokens / seconds, eval_loss, scaling, learning_rate)
         if _every(step, settings.save_every, settings.steps) or stop:

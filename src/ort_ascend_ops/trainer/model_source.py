@@ -81,6 +81,16 @@ def _dims(value: onnx.ValueInfoProto) -> list[int | str | None] | None:
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim]
 
 
+def fixed_elsewhere(value: onnx.ValueInfoProto, settings: Settings) -> bool:
+    """Whether the token input ``value`` has a fixed dim that ``[--batch, --seq]`` is not."""
+    dims = _dims(value) or [None, None]
+    if len(dims) != 2:
+        return False
+    return any(
+        isinstance(d, int) and d != n for d, n in zip(dims, (settings.batch, settings.seq), strict=True)
+    )
+
+
 class OnnxExport:
     """An ONNX model whose integer inputs all take the token window (a Hugging Face causal LM's
     ``input_ids`` and ``labels``) and whose output ``loss`` (or first output) is the scalar loss;
@@ -159,13 +169,9 @@ class OnnxExport:
 
     def check(self, settings: Settings) -> None:
         for value in self._inputs():
-            dims = _dims(value) or [None, None]
-            if any(
-                isinstance(d, int) and d != n
-                for d, n in zip(dims, (settings.batch, settings.seq), strict=True)
-            ):
+            if fixed_elsewhere(value, settings):
                 raise ModelError(
-                    f"{self.path}: input '{value.name}' is fixed at {dims}, which --batch {settings.batch} "
+                    f"{self.path}: input '{value.name}' is fixed at {_dims(value)}, which --batch {settings.batch} "
                     f"--seq {settings.seq} cannot feed (export with dynamic shapes, or train at that shape)"
                 )
         inputs = {v.name for v in self._inputs()}

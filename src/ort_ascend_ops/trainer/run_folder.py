@@ -73,8 +73,9 @@ class RunFolder:
         return History.load(self.losses, self.saved_step())
 
     def _steps(self) -> str:
-        with contextlib.suppress(OSError, ValueError):
-            return f", {read_properties(self.checkpoint).get('step', 0)} steps saved"
+        with contextlib.suppress(SettingsError):
+            if self.checkpoint.exists():
+                return f", {self.saved_step()} steps saved"
         return ", no checkpoint yet"
 
     def check(self, source: ModelSource, settings: Settings, processes: int = 1) -> Settings:

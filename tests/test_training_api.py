@@ -607,11 +607,11 @@ from ort_ascend_ops.training.artifacts import OptimType, generate_artifacts
 
 paths = generate_artifacts(byte_llama.model_path(), optimizer=OptimType.AdamW, artifact_directory=tempfile.mkdtemp())
 state = CheckpointState.load_checkpoint(paths["checkpoint"])
-module = Module(paths["training"], state, paths["eval"], threads=1)
+case, engine, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
+module = Module(paths["training"], state, paths["eval"], threads=threads, native=engine == "native")
 optimizer = Optimizer(paths["optimizer"], module)
 ids = np.random.default_rng(0).integers(0, 256, (2, 16))
 labels = ids.copy()
-case = sys.argv[1]
 if case.startswith("lr"):
     optimizer.set_learning_rate(float(case.split()[1]))
 else:
@@ -633,10 +633,13 @@ else:
         ("label 256", "must lie in [0, classes) or be -100 (ignored)"),
     ],
 )
-def test_what_torch_refuses_is_refused_naming_the_rule(case, message):
+@pytest.mark.parametrize("engine, threads", [("native", 1), ("native", 4), ("portable", 2)])
+def test_what_torch_refuses_is_refused_naming_the_rule(case, message, engine, threads):
     """torch.optim refuses such a rate, torch's embedding a token id outside its rows (ONNX's
-    Gather takes -1 as the last row) and cross_entropy a label outside the classes."""
-    result = subprocess.run([sys.executable, "-c", _REFUSALS, case], capture_output=True, text=True)
+    Gather takes -1 as the last row) and cross_entropy a label outside the classes: natively and
+    on the portable path, at 1, 2 and 4 threads."""
+    command = [sys.executable, "-c", _REFUSALS, case, engine, str(threads)]
+    result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 1 and message in result.stderr, result.stderr[-3000:]
 
 

@@ -14,6 +14,7 @@ typedef struct aclTensor aclTensor;
 typedef struct aclOpExecutor aclOpExecutor;
 typedef struct aclIntArray aclIntArray;
 typedef struct aclTensorList aclTensorList;
+typedef struct aclScalar aclScalar;
 
 typedef enum {
   ACL_DT_UNDEFINED = -1,
@@ -71,6 +72,8 @@ using DestroyIntArray = aclnnStatus (*)(const aclIntArray* array);
 // A list owns its tensors: destroying it destroys them.
 using CreateTensorList = aclTensorList* (*)(const aclTensor* const* value, uint64_t size);
 using DestroyTensorList = aclnnStatus (*)(const aclTensorList* array);
+using CreateScalar = aclScalar* (*)(void* value, aclDataType data_type);
+using DestroyScalar = aclnnStatus (*)(const aclScalar* scalar);
 
 // libascendcl / libacl_rt
 using GetRecentErrMsg = const char* (*)();

@@ -83,11 +83,11 @@ DeviceAllocator device_allocator(const OrtKernelInfo* info) {
   return DeviceAllocator(allocator);
 }
 
-AclnnCall::AclnnCall(const char* op, const Io& io, OrtAllocator* allocator)
+AclnnCall::AclnnCall(const char* op, void* stream, OrtAllocator* allocator)
     : op_(op),
       cann_(acl::Cann::get()),
       allocator_(allocator),
-      stream_(io.stream()),
+      stream_(stream),
       create_tensor_(cann_.base<acl::CreateTensor>("aclCreateTensor")),
       destroy_tensor_(cann_.base<acl::DestroyTensor>("aclDestroyTensor")),
       synchronize_stream_(cann_.base<acl::SynchronizeStream>("aclrtSynchronizeStream")) {}
@@ -98,20 +98,53 @@ AclnnCall::~AclnnCall() {
   for (aclTensor* tensor : tensors_) destroy_tensor_(tensor);
   for (aclIntArray* array : int_arrays_) destroy_int_array_(array);
   for (aclTensorList* list : tensor_lists_) destroy_tensor_list_(list);
+  for (aclScalar* scalar : scalars_) destroy_scalar_(scalar);
 }
 
 const aclTensor* AclnnCall::tensor(const void* data, const Shape& shape, aclDataType type) {
-  static_assert(sizeof(int64_t) == sizeof(Shape::value_type));
   Shape strides(shape.size(), 1);
   for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return view(data, shape, strides, 0, shape, type);
+}
+
+const aclTensor* AclnnCall::view(const void* data, const Shape& shape, const Shape& strides, int64_t offset,
+                                 const Shape& storage, aclDataType type) {
+  static_assert(sizeof(int64_t) == sizeof(Shape::value_type));
   tensors_.reserve(tensors_.size() + 1);  // so that push_back cannot throw and leak the tensor
-  aclTensor* tensor = create_tensor_(shape.data(), shape.size(), type, strides.data(), 0, ACL_FORMAT_ND,
-                                     shape.data(), shape.size(), const_cast<void*>(data));
+  aclTensor* tensor = create_tensor_(shape.data(), shape.size(), type, strides.data(), offset, ACL_FORMAT_ND,
+                                     storage.data(), storage.size(), const_cast<void*>(data));
   if (tensor == nullptr) {
     throw std::runtime_error("aclCreateTensor refused a tensor of shape " + shape_str(shape));
   }
   tensors_.push_back(tensor);
   return tensor;
+}
+
+const aclScalar* AclnnCall::scalar(double value, aclDataType type) {
+  const auto create = cann_.base<acl::CreateScalar>("aclCreateScalar");
+  if (destroy_scalar_ == nullptr) destroy_scalar_ = cann_.base<acl::DestroyScalar>("aclDestroyScalar");
+  // The scalar holds the value in its own type: the vendor reads as many bytes as the type has.
+  union {
+    float f;
+    double d;
+    int32_t i32;
+    int64_t i64;
+    uint16_t h;
+    bool b;
+  } storage{};
+  switch (type) {
+    case ACL_FLOAT: storage.f = static_cast<float>(value); break;
+    case ACL_DOUBLE: storage.d = value; break;
+    case ACL_INT32: storage.i32 = static_cast<int32_t>(value); break;
+    case ACL_INT64: storage.i64 = static_cast<int64_t>(value); break;
+    case ACL_BOOL: storage.b = value != 0; break;
+    default: throw std::runtime_error("no aclScalar of element type " + std::to_string(type));
+  }
+  scalars_.reserve(scalars_.size() + 1);
+  aclScalar* scalar = create(&storage, type);
+  if (scalar == nullptr) throw std::runtime_error("aclCreateScalar refused a scalar");
+  scalars_.push_back(scalar);
+  return scalar;
 }
 
 const aclIntArray* AclnnCall::int_array(const std::vector<int64_t>& values) {
@@ -129,11 +162,15 @@ const aclIntArray* AclnnCall::int_array(const std::vector<int64_t>& values) {
 }
 
 const aclTensorList* AclnnCall::tensor_list(std::initializer_list<const aclTensor*> tensors) {
+  return tensor_list(std::vector<const aclTensor*>(tensors));
+}
+
+const aclTensorList* AclnnCall::tensor_list(const std::vector<const aclTensor*>& tensors) {
   const auto create = cann_.base<acl::CreateTensorList>("aclCreateTensorList");
   if (destroy_tensor_list_ == nullptr)
     destroy_tensor_list_ = cann_.base<acl::DestroyTensorList>("aclDestroyTensorList");
   tensor_lists_.reserve(tensor_lists_.size() + 1);  // so that push_back cannot throw and leak the list
-  aclTensorList* list = create(tensors.begin(), tensors.size());
+  aclTensorList* list = create(tensors.data(), tensors.size());
   if (list == nullptr) {
     throw std::runtime_error("aclCreateTensorList refused a list of " + std::to_string(tensors.size()) + " tensors");
   }

@@ -42,7 +42,8 @@ class DeviceBuffer;
 
 class AclnnCall {
  public:
-  AclnnCall(const char* op, const Io& io, OrtAllocator* allocator);
+  AclnnCall(const char* op, const Io& io, OrtAllocator* allocator) : AclnnCall(op, io.stream(), allocator) {}
+  AclnnCall(const char* op, void* stream, OrtAllocator* allocator);
   ~AclnnCall();
   AclnnCall(const AclnnCall&) = delete;
   AclnnCall& operator=(const AclnnCall&) = delete;
@@ -51,6 +52,12 @@ class AclnnCall {
 
   // A contiguous ND aclTensor over `data` (no copy), viewed with `shape`.
   const aclTensor* tensor(const void* data, const Shape& shape, aclDataType type);
+  // A strided ND view over the storage `data` holds (`offset` and `strides` in elements).
+  const aclTensor* view(const void* data, const Shape& shape, const Shape& strides, int64_t offset,
+                        const Shape& storage, aclDataType type);
+
+  // A host aclScalar holding `value` as `type` (the vendor copies it in the first phase).
+  const aclScalar* scalar(double value, aclDataType type);
 
   // A host aclIntArray holding `values` (the vendor copies them in the first phase), destroyed
   // with the call's tensors.
@@ -58,6 +65,7 @@ class AclnnCall {
 
   // An aclTensorList of `tensors` (made by `tensor`), which then owns them: destroyed with it.
   const aclTensorList* tensor_list(std::initializer_list<const aclTensor*> tensors);
+  const aclTensorList* tensor_list(const std::vector<const aclTensor*>& tensors);
 
   // Device memory from the EP's allocator that lives as long as the call, for outputs aclnn
   // writes but the node does not take.
@@ -116,6 +124,8 @@ class AclnnCall {
   std::vector<aclIntArray*> int_arrays_;
   acl::DestroyTensorList destroy_tensor_list_ = nullptr;  // as destroy_int_array_
   std::vector<aclTensorList*> tensor_lists_;
+  acl::DestroyScalar destroy_scalar_ = nullptr;  // as destroy_int_array_
+  std::vector<aclScalar*> scalars_;
   std::vector<std::unique_ptr<DeviceBuffer>> scratch_;
 };
 

@@ -97,7 +97,9 @@ Cann::Cann() {
   // The split operator libraries replace libopapi.so and must not be mixed with it.
   const bool nn = open_library("libopapi_nn.so", RTLD_NOW | RTLD_LOCAL, opened, tried);
   const bool transformer = open_library("libopapi_transformer.so", RTLD_NOW | RTLD_LOCAL, opened, tried);
-  if (!nn && !transformer) open_library("libopapi.so", RTLD_NOW | RTLD_LOCAL, opened, tried);
+  // The standard ops' functions (aclnnAdd, aclnnMatmul, aclnnPermute, ...).
+  const bool math = open_library("libopapi_math.so", RTLD_NOW | RTLD_LOCAL, opened, tried);
+  if (!nn && !transformer && !math) open_library("libopapi.so", RTLD_NOW | RTLD_LOCAL, opened, tried);
   for (const auto& path : custom_packages()) {
     if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) opened.emplace_back(path, handle);
   }

@@ -10,8 +10,10 @@
 extern "C" {
 #endif
 
-// Clears injected failures, call counters, the workspace override and the SoC name (back to
-// "Ascend910B2"), and the calling thread's pending error message. Live objects stay counted.
+// Clears injected failures, call counters, copy counters, the workspace override, the device memory
+// size (back to unlimited) and the SoC name (back to "Ascend910B2"), and the calling thread's
+// pending error message; the device memory peak restarts from the bytes live now. Live objects and
+// allocations stay counted.
 ACLEMU_EXPORT void aclemu_reset(void);
 // From now until reset, every call of the exported `symbol` fails at its start with `code`, sets
 // `message` as the recent error and creates nothing. Functions that return a pointer return NULL;
@@ -34,6 +36,19 @@ ACLEMU_EXPORT int64_t aclemu_live_executors(void);
 // A2, Ascend910_93 A3, Ascend950 950, Ascend310P Atlas inference, else unsupported); "" reports no
 // name while the ops keep the A2 rules; NULL restores the default.
 ACLEMU_EXPORT void aclemu_set_soc(const char* name);
+// Bytes aclrtMemcpy and aclrtMemcpyAsync copied in `direction` ("H2H", "H2D", "D2H" or "D2D") since
+// the last reset; -1 for any other direction. The direction is where src and dst lie (inside a live
+// aclrtMalloc allocation: device; anything else, aclrtMallocHost's memory included: host), whatever
+// kind the caller passed. An async copy counts when its stream accepts it; a refused copy never.
+ACLEMU_EXPORT int64_t aclemu_copied_bytes(const char* direction);
+// Device bytes live now, and the most live at once since the last reset; as requested, not rounded
+// up as the vendor's aclrtMalloc rounds them.
+ACLEMU_EXPORT int64_t aclemu_device_bytes(void);
+ACLEMU_EXPORT int64_t aclemu_device_bytes_peak(void);
+// The device's memory size: an aclrtMalloc that would take the live device bytes past it fails with
+// ACL_ERROR_RT_MEMORY_ALLOCATION (207001), and aclrtGetMemInfo reports it as the total. 0 (the
+// default) is unlimited, reported as 64 GiB.
+ACLEMU_EXPORT void aclemu_set_device_memory(uint64_t bytes);
 
 #ifdef __cplusplus
 }

@@ -95,6 +95,7 @@ inline void store_float(void* p, aclDataType dtype, float v) {
 
 inline int64_t load_int(const void* p, aclDataType dtype) {
   if (dtype == ACL_BOOL || dtype == ACL_UINT8) return *static_cast<const uint8_t*>(p);  // masks
+  if (dtype == ACL_INT8) return *static_cast<const int8_t*>(p);
   if (dtype == ACL_INT32) {
     int32_t v;
     std::memcpy(&v, p, sizeof v);
@@ -106,6 +107,14 @@ inline int64_t load_int(const void* p, aclDataType dtype) {
 }
 
 inline void store_int(void* p, aclDataType dtype, int64_t v) {
+  if (dtype == ACL_BOOL) {
+    *static_cast<uint8_t*>(p) = v != 0;
+    return;
+  }
+  if (dtype == ACL_UINT8 || dtype == ACL_INT8) {
+    *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+    return;
+  }
   if (dtype == ACL_INT32) {
     const int32_t narrow = static_cast<int32_t>(v);
     std::memcpy(p, &narrow, sizeof narrow);

@@ -27,6 +27,13 @@ struct aclIntArray {
   std::vector<int64_t> values;
 };
 
+// A host value an op takes by value (aclnnAdd's alpha): integers exact, floats as doubles.
+struct aclScalar {
+  aclDataType dtype;
+  double value;
+  int64_t integer;
+};
+
 // Owns its tensors: aclDestroyTensorList destroys them.
 struct aclTensorList {
   std::vector<const aclTensor*> tensors;
@@ -42,7 +49,7 @@ struct aclOpExecutor {
 
 namespace aclemu {
 
-enum class Kind { kTensor, kExecutor, kIntArray, kTensorList };
+enum class Kind { kTensor, kExecutor, kIntArray, kTensorList, kScalar, kCount };
 
 // Bytes of (emulated) device or host memory a piece of stream work touches.
 struct Range {

@@ -2,6 +2,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "elements.h"
 #include "op.h"
 #include "tensor.h"
 
@@ -124,6 +125,45 @@ ACLEMU_API aclnnStatus aclDestroyTensorList(const aclTensorList* array) {
   return status;
 }
 
+ACLEMU_API aclScalar* aclCreateScalar(void* value, aclDataType data_type) {
+  if (hooks().enter("aclCreateScalar") != 0) return nullptr;
+  if (value == nullptr) {
+    hooks().set_error("aclCreateScalar: value is NULL");
+    return nullptr;
+  }
+  auto* scalar = new aclScalar{data_type, 0.0, 0};
+  switch (data_type) {  // the vendor reads as many bytes as the type has
+    case ACL_FLOAT: scalar->value = *static_cast<const float*>(value); break;
+    case ACL_DOUBLE: scalar->value = *static_cast<const double*>(value); break;
+    case ACL_FLOAT16:
+    case ACL_BF16: scalar->value = load_float(value, data_type); break;
+    case ACL_INT32:
+    case ACL_INT64:
+    case ACL_INT8:
+    case ACL_UINT8:
+    case ACL_BOOL: scalar->integer = load_int(value, data_type); break;
+    default:
+      delete scalar;
+      hooks().set_error("aclCreateScalar: unsupported dataType " + std::to_string(static_cast<int>(data_type)));
+      return nullptr;
+  }
+  if (scalar->value == 0.0 && scalar->integer != 0) scalar->value = static_cast<double>(scalar->integer);
+  if (scalar->integer == 0 && scalar->value != 0.0) scalar->integer = static_cast<int64_t>(scalar->value);
+  hooks().add_live(Kind::kScalar, scalar);
+  return scalar;
+}
+
+ACLEMU_API aclnnStatus aclDestroyScalar(const aclScalar* scalar) {
+  if (aclnnStatus injected = hooks().enter("aclDestroyScalar")) return injected;
+  if (scalar == nullptr) return kSuccess;
+  if (!hooks().remove_live(Kind::kScalar, scalar)) {
+    hooks().set_error("aclDestroyScalar: not a live aclScalar (destroyed twice?)");
+    return kErrParamInvalid;
+  }
+  delete scalar;
+  return kSuccess;
+}
+
 // For an executor whose second phase never ran; the second phase frees its own.
 ACLEMU_API aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor* executor) {
   if (aclnnStatus injected = hooks().enter("aclDestroyAclOpExecutor")) return injected;
@@ -146,3 +186,5 @@ static_assert(std::is_same_v<decltype(&aclDestroyIntArray), oao::acl::DestroyInt
 static_assert(std::is_same_v<decltype(&aclCreateTensorList), oao::acl::CreateTensorList>);
 static_assert(std::is_same_v<decltype(&aclDestroyTensorList), oao::acl::DestroyTensorList>);
 static_assert(std::is_same_v<decltype(&aclDestroyAclOpExecutor), oao::acl::DestroyExecutor>);
+static_assert(std::is_same_v<decltype(&aclCreateScalar), oao::acl::CreateScalar>);
+static_assert(std::is_same_v<decltype(&aclDestroyScalar), oao::acl::DestroyScalar>);

@@ -4,9 +4,11 @@
 // that uses it gets an error instead of a result that happens to be right.
 #include "runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +29,7 @@ constexpr aclError kInvalidParam = 100000;      // ACL_ERROR_INVALID_PARAM
 constexpr aclError kUninitialized = 100001;     // ACL_ERROR_UNINITIALIZE
 constexpr aclError kRepeatInitialize = 100002;  // ACL_ERROR_REPEAT_INITIALIZE
 constexpr aclError kBadAlloc = 200000;          // ACL_ERROR_BAD_ALLOC
+constexpr aclError kOutOfMemory = 207001;       // ACL_ERROR_RT_MEMORY_ALLOCATION
 constexpr aclError kInvalidDevice = 107001;     // ACL_ERROR_RT_INVALID_DEVICEID
 constexpr aclError kContextNull = 107002;       // ACL_ERROR_RT_CONTEXT_NULL
 constexpr aclError kInternal = 507000;          // ACL_ERROR_RT_INTERNAL_ERROR
@@ -37,6 +40,12 @@ constexpr size_t kAlignment = 64;
 // Fresh device memory reads as NaN / -1, never as plausible data.
 constexpr unsigned char kPoison = 0xFF;
 constexpr int kMemcpyKinds = 5;  // HOST_TO_HOST .. DEFAULT
+constexpr int kMemAttrs = 10;    // aclrtMemAttr: ACL_DDR_MEM .. ACL_HBM_MEM_P2P_NORMAL
+// What aclrtGetMemInfo reports as the device's memory while aclemu_set_device_memory sets no size.
+constexpr size_t kUnlimitedDeviceMemory = size_t{64} << 30;
+// aclemu_copied_bytes' directions, indexed (src on device) * 2 + (dst on device) as aclrtMemcpyKind
+// numbers them.
+constexpr const char* kDirections[] = {"H2H", "H2D", "D2H", "D2D"};
 
 struct Stream {
   std::deque<Work> queue;
@@ -54,6 +63,10 @@ struct Runtime {
   std::recursive_mutex mu;
   bool initialized = false;
   std::map<const char*, size_t> device, host;  // allocations: start -> bytes
+  // Device bytes as requested (not rounded), so tests can state them exactly.
+  size_t device_live = 0, device_peak = 0;
+  size_t device_limit = 0;                      // 0: unlimited
+  int64_t copied[std::size(kDirections)] = {};  // bytes by direction, since the last reset
   Stream default_stream;
   std::unordered_set<Stream*> streams;
   std::unordered_set<Event*> events;
@@ -155,11 +168,24 @@ aclError allocate_tracked(const char* symbol, void** out, const char* out_name, 
   if (out == nullptr) return refuse(symbol, kInvalidParam, std::string(out_name) + " is NULL");
   if (size == 0) return refuse(symbol, kInvalidParam, "size is 0");
   const char* kind = device ? "device" : "host";
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  Runtime& r = rt();
+  if (device && r.device_limit != 0) {
+    // The limit may have been set below what is already live.
+    const size_t available = r.device_live < r.device_limit ? r.device_limit - r.device_live : 0;
+    if (size > available)
+      return refuse(symbol, kOutOfMemory,
+                    "out of device memory: " + std::to_string(size) + " bytes requested, " +
+                        std::to_string(available) + " of " + std::to_string(r.device_limit) + " free");
+  }
   char* p = allocate(size, device);
   if (p == nullptr)
     return refuse(symbol, kBadAlloc, std::string("out of ") + kind + " memory for " + std::to_string(size) + " bytes");
-  std::lock_guard<std::recursive_mutex> lock(rt().mu);
-  (device ? rt().device : rt().host)[p] = size;
+  (device ? r.device : r.host)[p] = size;
+  if (device) {
+    r.device_live += size;
+    r.device_peak = std::max(r.device_peak, r.device_live);
+  }
   *out = p;
   return kAclSuccess;
 }
@@ -178,8 +204,24 @@ aclError free_allocation(const char* symbol, std::map<const char*, size_t>& from
     return refuse(symbol, kInternal, range_text(whole) + " is still used by " + user + ": synchronize first");
   }
   std::free(ptr);
+  if (&from == &rt().device) rt().device_live -= it->second;
   from.erase(it);
   return kAclSuccess;
+}
+
+// Whether `p` lies in a live device allocation: pinned host memory and the caller's own are host.
+bool on_device(const void* p) {
+  const auto* c = static_cast<const char*>(p);
+  auto it = rt().device.upper_bound(c);
+  if (it == rt().device.begin()) return false;
+  --it;
+  return c < it->first + it->second;
+}
+
+// By where the bytes really lie, not by the kind the caller passed (which may be DEFAULT).
+void count_copy(void* dst, const void* src, size_t count) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  rt().copied[on_device(src) * 2 + on_device(dst)] += static_cast<int64_t>(count);
 }
 
 }  // namespace
@@ -204,6 +246,10 @@ std::string host_read_hazard(const void* begin, size_t bytes) {
 void reset_runtime() {
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   for (Stream* s : all_streams()) drain_all(*s, "aclemu_reset");
+  // Live allocations survive a reset, so the peak restarts from them rather than from 0.
+  rt().device_peak = rt().device_live;
+  rt().device_limit = 0;
+  std::fill(std::begin(rt().copied), std::end(rt().copied), 0);
 }
 
 }  // namespace aclemu
@@ -259,6 +305,20 @@ ACLEMU_API aclError aclrtFree(void* dev_ptr) {
   if (aclError injected = hooks().enter("aclrtFree")) return injected;
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   return free_allocation("aclrtFree", rt().device, dev_ptr, "device");
+}
+
+ACLEMU_API aclError aclrtGetMemInfo(int attr /*aclrtMemAttr*/, size_t* free, size_t* total) {
+  constexpr const char* kSymbol = "aclrtGetMemInfo";
+  if (aclError injected = hooks().enter(kSymbol)) return injected;
+  if (free == nullptr || total == nullptr)
+    return refuse(kSymbol, kInvalidParam, "free and total must not be NULL");
+  if (attr < 0 || attr >= kMemAttrs)
+    return refuse(kSymbol, kInvalidParam, "unknown aclrtMemAttr " + std::to_string(attr));
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  // One kind of memory: every attribute reports the same.
+  *total = rt().device_limit != 0 ? rt().device_limit : kUnlimitedDeviceMemory;
+  *free = rt().device_live < *total ? *total - rt().device_live : 0;
+  return kAclSuccess;
 }
 
 ACLEMU_API aclError aclrtMallocHost(void** host_ptr, size_t size) {
@@ -419,6 +479,7 @@ ACLEMU_API aclError aclrtMemcpy(void* dst, size_t dest_max, const void* src, siz
     return refuse(kSymbol, kInternal, "dst " + range_text({dst, count}) + " is used by " + user +
                                           " that has not run: synchronize the stream first");
   std::memmove(dst, src, count);
+  count_copy(dst, src, count);
   return kAclSuccess;
 }
 
@@ -427,9 +488,13 @@ ACLEMU_API aclError aclrtMemcpyAsync(void* dst, size_t dest_max, const void* src
   constexpr const char* kSymbol = "aclrtMemcpyAsync";
   if (aclError injected = hooks().enter(kSymbol)) return injected;
   if (aclError code = check_copy(kSymbol, dst, dest_max, src, count, kind)) return code;
-  return aclemu::enqueue(stream, Work{kSymbol, {{src, count}}, {{dst, count}}, [dst, src, count] {
-                                        if (count > 0) std::memmove(dst, src, count);
-                                      }});
+  const aclError code =
+      aclemu::enqueue(stream, Work{kSymbol, {{src, count}}, {{dst, count}}, [dst, src, count] {
+                                     if (count > 0) std::memmove(dst, src, count);
+                                   }});
+  // Counted at submission, where the allocations the copy names are surely still live.
+  if (code == kAclSuccess) count_copy(dst, src, count);
+  return code;
 }
 
 ACLEMU_API aclError aclrtMemsetAsync(void* dev_ptr, size_t max_count, int32_t value, size_t count,
@@ -443,6 +508,30 @@ ACLEMU_API aclError aclrtMemsetAsync(void* dev_ptr, size_t max_count, int32_t va
   return aclemu::enqueue(stream, Work{kSymbol, {}, {{dev_ptr, count}}, [dev_ptr, value, count] {
                                         if (count > 0) std::memset(dev_ptr, value, count);
                                       }});
+}
+
+ACLEMU_API int64_t aclemu_copied_bytes(const char* direction) {
+  if (direction == nullptr) return -1;
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  for (size_t i = 0; i < std::size(kDirections); ++i) {
+    if (std::strcmp(direction, kDirections[i]) == 0) return rt().copied[i];
+  }
+  return -1;
+}
+
+ACLEMU_API int64_t aclemu_device_bytes_peak(void) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  return static_cast<int64_t>(rt().device_peak);
+}
+
+ACLEMU_API int64_t aclemu_device_bytes(void) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  return static_cast<int64_t>(rt().device_live);
+}
+
+ACLEMU_API void aclemu_set_device_memory(uint64_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  rt().device_limit = static_cast<size_t>(bytes);
 }
 
 // The definitions above must keep the ABI the backend binds.

@@ -25,7 +25,7 @@ struct State {
   std::unordered_map<std::string, int64_t> calls;
   std::unordered_map<std::string, int64_t> calls_by_library;  // "<library file name>:<symbol>"
   std::unordered_map<std::string, Injected> failures;
-  std::unordered_set<const void*> live[3];
+  std::unordered_set<const void*> live[static_cast<int>(aclemu::Kind::kCount)];
   std::unordered_map<const aclTensor*, int> pins;  // tensors queued work still reads or writes
   std::unordered_set<const aclTensor*> doomed;    // destroyed while pinned
   uint64_t workspace_override = 0;
@@ -185,12 +185,12 @@ ACLEMU_API int64_t aclemu_calls_from(const char* symbol, const char* library) {
   return total;
 }
 
-// aclIntArrays and aclTensorLists count with the aclTensors: all are descriptors the caller must
-// destroy.
+// aclIntArrays, aclTensorLists and aclScalars count with the aclTensors: all are descriptors the
+// caller must destroy.
 ACLEMU_API int64_t aclemu_live_tensors(void) {
   std::lock_guard<std::mutex> lock(state().mu);
   return static_cast<int64_t>(live(aclemu::Kind::kTensor).size() + live(aclemu::Kind::kIntArray).size() +
-                              live(aclemu::Kind::kTensorList).size());
+                              live(aclemu::Kind::kTensorList).size() + live(aclemu::Kind::kScalar).size());
 }
 
 ACLEMU_API int64_t aclemu_live_executors(void) {

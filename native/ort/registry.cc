@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "aclnn/call.h"
+#include "aclnn/standard/op.h"
 #include "ort/ep.h"
 #include "ort/ops.h"
 
@@ -19,9 +20,12 @@ constexpr OpRow kOpTable[] = {OAO_SCHEMA_OPS(OAO_OP_ROW)};
 
 // Built once and never changed: ORT keeps pointers to the ops and the domain for as long as any
 // session lives, and every session registering the library shares them.
+// The library's ops, and ONNX's standard ops on the NPU in a domain of their own (aclnn/standard:
+// on the CPU their nodes run as the standard ops their functions hold).
 struct Library {
-  OpList ops;
+  OpList ops, standard_ops;
   Ort::CustomOpDomain domain{schema::kDomain};
+  Ort::CustomOpDomain standard_domain{standard::kAclnnDomain};
 
   Library() {
     for (const OpRow& row : kOpTable) {
@@ -29,6 +33,8 @@ struct Library {
       row.aclnn(ops);
     }
     for (auto& op : ops) domain.Add(op.get());
+    standard::add_standard_ops(standard_ops, kAclnnEp);
+    for (auto& op : standard_ops) standard_domain.Add(op.get());
   }
 };
 
@@ -46,6 +52,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   try {
     static const oao::Library library;
     Ort::UnownedSessionOptions(options).Add(library.domain);
+    Ort::UnownedSessionOptions(options).Add(library.standard_domain);
     return nullptr;
   } catch (const std::exception& e) {
     return api->CreateStatus(ORT_FAIL, (std::string("ort_ascend_ops: ") + e.what()).c_str());

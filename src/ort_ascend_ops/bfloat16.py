@@ -12,7 +12,7 @@ import onnx
 import onnx.inliner
 from onnx import helper
 
-from .domain import DOMAIN
+from .domain import ACLNN_DOMAIN, DOMAIN
 from .opschema import register_schemas
 
 BFLOAT16 = onnx.TensorProto.BFLOAT16
@@ -144,10 +144,11 @@ def _mentions(model: onnx.ModelProto, elem: int) -> bool:
 def _inline_foreign_functions(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of ``model`` with its functions of other domains than ours inlined, so that their
     nodes get the types of their call sites (ONNX Runtime inlines them anyway). Ours stay: the
-    native kernels replace them, and their bodies compute in float32 already."""
-    if all(f.domain == DOMAIN for f in model.functions):
+    native kernels replace them, and their bodies compute in float32 already (those of the NPU's
+    standard ops too: their kernels take the low types)."""
+    if all(f.domain in (DOMAIN, ACLNN_DOMAIN) for f in model.functions):
         return copy.deepcopy(model)
-    ours = [(f.domain, f.name) for f in model.functions if f.domain == DOMAIN]
+    ours = [(f.domain, f.name) for f in model.functions if f.domain in (DOMAIN, ACLNN_DOMAIN)]
     return onnx.inliner.inline_selected_functions(model, ours, exclude=True)
 
 

@@ -4,3 +4,7 @@ generated from them)."""
 
 DOMAIN = "ort_ascend_ops"
 VERSION = 1
+
+# ONNX's standard ops as the NPU runs them (cann_ep.aclnn_ops): the same ops, with the standard op
+# itself as each one's function, in a domain of their own (native/aclnn/standard/op.h names it too).
+ACLNN_DOMAIN = "ort_ascend_ops.aclnn"

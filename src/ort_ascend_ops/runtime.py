@@ -194,26 +194,26 @@ def make_session(
     native: bool = True,
     providers: Sequence[str | tuple[str, dict[str, str]]] = ("CPUExecutionProvider",),
     options: ort.SessionOptions | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Session:
     """A session for ``model`` with the native library registered unless ``native=False``. Nodes
     of our domain are checked for unknown attributes and refused input types first
     (``check_nodes``). The standard ops that ONNX Runtime's CPU has no bfloat16 kernel for
     (MatMul, Add, Softmax, ...) compute in float32 between casts, each result rounded to bfloat16
-    as PyTorch does (``widen_bfloat16``; a model without bfloat16 goes to ONNX Runtime as it is),
-    with any ``providers``: the CANN EP takes no bfloat16 standard op either, and such a node
-    left to the CPU would fail the session. Our nodes keep bfloat16 (the NPU's aclnn kernels run
-    it). With the CANN EP among ``providers``, the graph steers clear of its kernels' faults
-    (``cann_ep.for_cann_ep``); without it float16 MatMuls compute in float32, whose result does
-    not change with the thread count (``widen_float16_products``). Given ``options`` (to profile, say)
+    as PyTorch does (``widen_bfloat16``; a model without bfloat16 goes to ONNX Runtime as it is).
+    With the CANN EP among ``providers``, the standard ops go to the NPU's aclnn kernels in their
+    own types first (``cann_ep.for_cann_ep``), and only what none of them takes is widened;
+    without it float16 MatMuls compute in float32, whose result does not change with the thread
+    count (``widen_float16_products``). ``input_shapes`` (the CANN EP's sessions only) specializes
+    the model to them (``cann_ep.with_static_shapes``). Given ``options`` (to profile, say)
     get the library too unless ``native=False`` (``with_library``), and ``threads`` if given."""
     options = _configured(ort.SessionOptions() if options is None else options, threads, native)
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
     check_nodes(loaded)
-    runnable = widen_bfloat16(loaded)
     if any((p if isinstance(p, str) else p[0]) == CANN_EP for p in providers):
-        runnable = for_cann_ep(runnable)
+        runnable = widen_bfloat16(for_cann_ep(loaded, input_shapes))  # the NPU's kernels keep the low types
     else:
-        runnable = widen_float16_products(runnable)
+        runnable = widen_float16_products(widen_bfloat16(loaded))
     if runnable is loaded:
         source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
     else:

@@ -68,6 +68,11 @@ class HostMemory:
         collectives and saves that read or write it in place."""
         return ortvalue_memory(value)
 
+    def readable(self, value: ort.OrtValue) -> np.ndarray:
+        """NumPy of the value for a caller that reads it before the next step (a save): its own
+        memory here, a copy from a device."""
+        return self.view(value)
+
     def write(self, value: ort.OrtValue, array: np.ndarray) -> None:
         np.copyto(self.view(value), array)
 
@@ -312,7 +317,7 @@ class CheckpointState:
         if include_optimizer_state and optimizer is not None:
             contents.optimizer = {"step": optimizer.step, "learning_rate": optimizer.learning_rate}
             contents.optimizer_states = {
-                s: {name: state.memory.view(v) for name, v in values.items()}
+                s: {name: state.memory.readable(v) for name, v in values.items()}
                 for s, values in optimizer.values.items()
             }
         write(checkpoint_uri, contents)
@@ -320,7 +325,25 @@ class CheckpointState:
     def host_parameters(self) -> dict[str, np.ndarray]:
         """Every parameter as NumPy over its memory, for a caller that only reads it before the
         next step (a save)."""
-        return {name: self.memory.view(p.value) for name, p in self.parameters.items()}
+        return {name: self.memory.readable(p.value) for name, p in self.parameters.items()}
+
+    def move_to(self, memory) -> None:
+        """Every value (parameters, optimizer states) moved into ``memory`` (a device's), which
+        holds the state from now on, as ``model.to(device)`` moves a torch model's."""
+        if memory is self.memory:
+            return
+        if any(p.grad_value is not None for p in self.parameters.values()):
+            raise RuntimeError(
+                "move_to: a module trains this state already; move it before making the Module"
+            )
+        for parameter in self.parameters.values():
+            parameter._value = memory.copy(self.memory.readable(parameter.value))
+            parameter._memory = memory
+        if self.optimizer_state is not None:
+            for values in self.optimizer_state.values.values():
+                for name, value in values.items():
+                    values[name] = memory.copy(self.memory.readable(value))
+        self.memory = memory
 
     def attach_gradients(self, names: Iterable[str]) -> Buffers:
         """Zeroed gradients for ``names``, laid out in one buffer per element type, each becoming

@@ -23,6 +23,7 @@ from ..optim import FOUND_BEFORE, FOUND_INF, INV_SCALE, unscale_model
 from ..precision import LOSS_SCALE
 from .checkpoint_state import Buffers, CheckpointState
 from .data_parallel import DataParallel, versions
+from .device_memory import DeviceMemory
 from .loss_scaler import LossScaler
 from .sessions import SessionSettings
 
@@ -33,16 +34,21 @@ def _load(uri) -> onnx.ModelProto:
 
 class _Program:
     """A training or eval model bound to a state: which inputs the user gives, which are
-    parameters, which outputs are the user's and which gradients."""
+    parameters, which outputs are the user's and which gradients. Its session: one on the CPU,
+    one per shape of the user's inputs on the NPU (``cann_ep.with_static_shapes``: the last few
+    kept, as torch_npu keeps the graphs it compiled per shape)."""
+
+    KEPT_SHAPES = 4
 
     def __init__(self, uri, state: CheckpointState, settings: SessionSettings):
         self.model = _load(uri)
-        self.session = settings.session(self.model)
-        inputs = [i.name for i in self.session.get_inputs()]
+        self.settings = settings
+        initialized = {i.name for i in self.model.graph.initializer}
+        inputs = [i.name for i in self.model.graph.input if i.name not in initialized]
         self.parameters = [n for n in inputs if n in state.parameters]
         self.scaled = LOSS_SCALE in inputs  # fp16-mixed's training model
         self.user_inputs = [n for n in inputs if n not in state.parameters and n != LOSS_SCALE]
-        outputs = [o.name for o in self.session.get_outputs()]
+        outputs = [o.name for o in self.model.graph.output]
         self.grads = {p: grad_name(p) for p in self.parameters if grad_name(p) in outputs}
         self.user_outputs = [o for o in outputs if o not in set(self.grads.values())]
         frozen_with_grad = [p for p in self.grads if not state.parameters[p].requires_grad]
@@ -50,13 +56,32 @@ class _Program:
             raise ValueError(
                 f"the checkpoint freezes {frozen_with_grad}, which the training model differentiates"
             )
+        self._sessions: dict[tuple, ort.InferenceSession] = {}
+        self.session = self.settings.session(self.model) if not settings.on_npu else None
+
+    def session_for(self, user_inputs: Sequence) -> ort.InferenceSession:
+        """The session that runs these inputs (made for their shapes on the NPU)."""
+        if not self.settings.on_npu:
+            assert self.session is not None
+            return self.session
+        shapes = {
+            name: tuple(v.shape() if isinstance(v, ort.OrtValue) else np.shape(v))
+            for name, v in zip(self.user_inputs, user_inputs, strict=False)
+        }
+        key = tuple(shapes.items())
+        session = self._sessions.pop(key, None) or self.settings.session(self.model, input_shapes=shapes)
+        self._sessions[key] = session  # the most recent last
+        while len(self._sessions) > self.KEPT_SHAPES:
+            del self._sessions[next(iter(self._sessions))]
+        self.session = session
+        return session
 
     def bind(self, state: CheckpointState, user_inputs: Sequence) -> ort.IOBinding:
         if len(user_inputs) != len(self.user_inputs):
             raise ValueError(
                 f"the model takes {len(self.user_inputs)} inputs {self.user_inputs}, got {len(user_inputs)}"
             )
-        binding = self.session.io_binding()
+        binding = self.session_for(user_inputs).io_binding()
         for name, value in zip(self.user_inputs, user_inputs, strict=True):
             binding.bind_ortvalue_input(
                 name, value if isinstance(value, ort.OrtValue) else state.memory.wrap(value)
@@ -104,9 +129,10 @@ class Module:
     ``Optimizer`` skips a step whose gradients overflowed.
 
     ``device``: ``"cpu"``, or ``"npu"`` / ``"npu:N"``, where the training and eval sessions and the
-    optimizer's run on the CANN execution provider (our nodes as its aclnn kernels, in the graph's
-    precision; other nodes where ONNX Runtime places them). Parameters, gradients and states stay
-    in host memory, copied to the device and back by ONNX Runtime each run.
+    optimizer's run on the CANN execution provider: every node as an aclnn kernel in the graph's
+    precision (``cann_ep``), the sessions made for the shapes of the inputs each call gives. The
+    state moves into the device's memory (``DeviceMemory``) and stays there: a step moves the
+    batch, the loss and a few scalars over the bus.
 
     Data parallel, as torch's ``DistributedDataParallel``: with ``process_group`` given (a torch
     process group or a ``DataParallel``), or torch.distributed's default group once it is
@@ -133,6 +159,8 @@ class Module:
         process_group=None,
     ):
         self.session_settings = SessionSettings(device, threads, native, session_options)
+        if self.session_settings.on_npu:
+            state.move_to(DeviceMemory(device))
         self._state = state
         self._train = _Program(train_model_uri, state, self.session_settings)
         self._eval = _Program(eval_model_uri, state, self.session_settings) if eval_model_uri else None
@@ -230,7 +258,10 @@ class Module:
 
     @property
     def training_session(self) -> ort.InferenceSession:
-        """The training model's ONNX Runtime session (to end its profiling, say)."""
+        """The training model's ONNX Runtime session (to end its profiling, say): on the NPU, the
+        one of the last call's input shapes."""
+        if self._train.session is None:
+            raise RuntimeError("on the NPU the training session is made for the first call's input shapes")
         return self._train.session
 
     def _program(self) -> _Program:
@@ -256,9 +287,10 @@ class Module:
         tuple of several."""
         program = self._program()
         binding = program.bind(self._state, user_inputs)
+        session = program.session_for(user_inputs)
         as_numpy = not all(isinstance(value, ort.OrtValue) for value in user_inputs)
         if not self.training:
-            program.session.run_with_iobinding(binding)
+            session.run_with_iobinding(binding)
             return program.results(self._state, binding, as_numpy)
         accumulate = not self._reset_pending
         if accumulate and self._scratch is None:
@@ -275,7 +307,7 @@ class Module:
             ranks = 1 if self._data_parallel is None else self._data_parallel.size
             scale = float(np.float32(scaler.scale / ranks))
             binding.bind_ortvalue_input(LOSS_SCALE, self._state.memory.scalar(scale, np.float32))
-        program.session.run_with_iobinding(binding)
+        session.run_with_iobinding(binding)
         if scaler is not None:
             scaler.found_inf = self._unscale(targets, 1.0 / scale, accumulate and scaler.found_inf)
         if accumulate:

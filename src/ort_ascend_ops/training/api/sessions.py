@@ -4,6 +4,7 @@ clipping and the loss scaling run is made here, on the module's device, threads 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 
 import onnx
 import onnxruntime as ort
@@ -44,21 +45,34 @@ class SessionSettings:
                 f"threads must be a non-negative integer (0: ONNX Runtime's default), got {self.threads!r}"
             )
 
+    @property
+    def on_npu(self) -> bool:
+        return self.device != "cpu"
+
     def session(
         self,
         model: onnx.ModelProto | str,
         *,
         native: bool | None = None,
         options: ort.SessionOptions | None = None,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
     ) -> ort.InferenceSession:
         """A session of ``model`` on the device; ``native`` and ``options`` override the module's
-        (the in-place optimizer needs options of its own; graphs of standard ops need no library)."""
+        (the in-place optimizer needs options of its own; graphs of standard ops need no library on
+        the CPU, and always get it on the NPU, whose kernels for them it holds). On the NPU the
+        model is specialized to ``input_shapes`` and the shapes it fixes itself
+        (``cann_ep.with_static_shapes``)."""
         native = self.native if native is None else native
+        native = native or self.on_npu
         options = (
             options or self.options or training_session_options(threads=self.threads or None, native=native)
         )
         session = make_session(
-            model, native=native, options=options, providers=device_providers(self.device)
+            model,
+            native=native,
+            options=options,
+            providers=device_providers(self.device),
+            input_shapes=dict(input_shapes or {}) if self.on_npu else None,
         ).ort
         check_device(session, self.device)
         return session

@@ -1,5 +1,5 @@
-"""Graphs for onnxruntime-cann's execution provider, rewritten around two faults of its own
-kernels for standard ops (onnxruntime 1.24, ``core/providers/cann``), which the emulated CANN
+"""Standard ops left to onnxruntime-cann's own kernels (those ``aclnn_ops`` does not move), rewritten
+around two faults of its kernels (onnxruntime 1.24, ``core/providers/cann``), which the emulated CANN
 runtime catches and an NPU would hit as wrong numbers:
 
 - ``math/binary_elementwise_ops.cc``: Add, Sub, Mul and Div broadcast an operand into a scratch
@@ -18,7 +18,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from .opschema import register_schemas
+from ..opschema import register_schemas
 
 _BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div"})
 
@@ -37,7 +37,7 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple | None]:
     return result
 
 
-def for_cann_ep(model: onnx.ModelProto) -> onnx.ModelProto:
+def expand_broadcast_operands(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with every operand of its Add, Sub, Mul and Div that the op would broadcast
     expanded to the result's shape first (see the module's doc); ``model`` itself when none is,
     or when type inference fails (ONNX Runtime then refuses the model, naming the error)."""

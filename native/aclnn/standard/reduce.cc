@@ -1,0 +1,198 @@
+// Reductions, CumSum, ArgMax and TopK: each one aclnn call on the node's own tensors. ONNX's axes,
+// K and axis inputs are host inputs (initializers once a session's shapes are folded); what ONNX
+// defines and the vendor's functions do not take (an identity over empty axes, empty reductions,
+// ArgMax's select_last_index) is done here or refused naming the rule, before any vendor call.
+#include <string>
+
+#include "aclnn/standard/reduce_abi.h"
+#include "aclnn/standard/rows.h"
+
+namespace oao::standard {
+namespace {
+
+// The axes a reduction runs over, in [0, rank): its axes input (negative ones from the end), or,
+// when that is absent or empty, every axis, unless noop_with_empty_axes makes it none.
+std::vector<int64_t> reduce_axes(Call& call, size_t rank) {
+  std::vector<int64_t> axes;
+  if (call.has_input(1)) {
+    for (const int64_t value : call.host_ints(1)) axes.push_back(call.axis(value, rank, "axes value"));
+  }
+  if (axes.empty() && call.attribute_int("noop_with_empty_axes", 0) == 0) {
+    for (size_t k = 0; k < rank; ++k) axes.push_back(static_cast<int64_t>(k));
+  }
+  // A scalar has no axis to reduce: Call::axis lets 0 through for it, as the vendor does.
+  if (rank == 0) axes.clear();
+  std::vector<bool> seen(rank, false);
+  for (const int64_t axis : axes) {
+    if (seen[axis]) {
+      throw Ort::Exception("axis " + std::to_string(axis) + " appears twice in axes", ORT_INVALID_ARGUMENT);
+    }
+    seen[axis] = true;
+  }
+  return axes;
+}
+
+bool contains(const std::vector<int64_t>& axes, size_t k) {
+  for (const int64_t axis : axes)
+    if (axis == static_cast<int64_t>(k)) return true;
+  return false;
+}
+
+// The shape of x reduced over `axes`: each kept as 1, or dropped.
+Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool keep) {
+  Shape out;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (!contains(axes, k)) {
+      out.push_back(shape[k]);
+    } else if (keep) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+enum class Reduction { kSum, kMean, kMax, kMin };
+
+template <Reduction kReduction>
+Ort::Status reduce(Call& call) {
+  const Tensor x = call.input(0);
+  const std::vector<int64_t> axes = reduce_axes(call, x.shape.size());
+  const bool keep = call.attribute_int("keepdims", 1) != 0;
+  const ONNXTensorElementDataType type = call.output_type(0);
+  if (axes.empty()) {
+    // noop_with_empty_axes (or a scalar): ONNX's identity, which none of the functions is.
+    void* y = call.output(0, x.shape);
+    call.aclnn().copy_on_stream(y, x.data, static_cast<size_t>(x.count()) * type_size(type));
+    return Ort::Status(nullptr);
+  }
+  const Shape shape = reduced_shape(x.shape, axes, keep);
+  if (kReduction == Reduction::kMax || kReduction == Reduction::kMin) {
+    // ONNX gives -inf (+inf) over no values; aclnnAmax and aclnnAmin refuse a reduced axis of size 0.
+    for (const int64_t axis : axes) {
+      if (x.shape[axis] == 0 && element_count(shape) > 0) {
+        return call.error("axis " + std::to_string(axis) + " of input " + shape_str(x.shape) +
+                          " has size 0: the NPU's max and min take no empty reduction");
+      }
+    }
+  }
+  void* y = call.output(0, shape);
+  if (element_count(shape) == 0) return Ort::Status(nullptr);
+  // An empty x reduces to the vendor's fill (sum 0, mean NaN), which is ONNX's value too.
+  const aclTensor* self = call.tensor(x);
+  const aclIntArray* dims = call.aclnn().int_array(axes);
+  const aclTensor* out = call.tensor(y, shape, type);
+  switch (kReduction) {
+    case Reduction::kSum:
+      // float16 and bfloat16 accumulate in float32 on the device (the vendor's ReduceSum kernel).
+      return call.aclnn().run<acl::ReduceDtypePrepare>("aclnnReduceSum", self, dims, keep, acl_type_of(type), out);
+    case Reduction::kMean:
+      return call.aclnn().run<acl::ReduceDtypePrepare>("aclnnMean", self, dims, keep, acl_type_of(type), out);
+    case Reduction::kMax: return call.aclnn().run<acl::ReducePrepare>("aclnnAmax", self, dims, keep, out);
+    case Reduction::kMin: return call.aclnn().run<acl::ReducePrepare>("aclnnAmin", self, dims, keep, out);
+  }
+  return Ort::Status(nullptr);
+}
+
+// A host input that must hold one integer (CumSum's axis, TopK's K).
+int64_t host_int(Call& call, size_t i, const char* what) {
+  const std::vector<int64_t> values = call.host_ints(i);
+  if (values.size() != 1) {
+    throw Ort::Exception(std::string("input '") + what + "' " + shape_str(call.input(i).shape) + " must hold one value",
+                         ORT_INVALID_ARGUMENT);
+  }
+  return values[0];
+}
+
+// aclnnCumsum has no exclusive or reverse; aclnnCumsumV2 has both. The plain case keeps to
+// aclnnCumsum, which older CANN releases without V2 also have.
+Ort::Status cumsum(Call& call) {
+  const Tensor x = call.input(0);
+  const int64_t axis = call.axis(host_int(call, 1, "axis"), x.shape.size(), "axis");
+  const bool exclusive = call.attribute_int("exclusive", 0) != 0;
+  const bool reverse = call.attribute_int("reverse", 0) != 0;
+  const ONNXTensorElementDataType type = call.output_type(0);
+  void* y = call.output(0, x.shape);
+  if (x.count() == 0) return Ort::Status(nullptr);
+  const aclTensor* out = call.tensor(y, x.shape, type);
+  if (!exclusive && !reverse) {
+    return call.aclnn().run<acl::CumsumPrepare>("aclnnCumsum", call.tensor(x), axis, acl_type_of(type), out);
+  }
+  return call.aclnn().run<acl::CumsumV2Prepare>("aclnnCumsumV2", call.tensor(x), axis, exclusive, reverse, out);
+}
+
+Ort::Status argmax(Call& call) {
+  const Tensor x = call.input(0);
+  const int64_t axis = call.axis(call.attribute_int("axis", 0), x.shape.size(), "axis");
+  const bool keep = call.attribute_int("keepdims", 1) != 0;
+  if (call.attribute_int("select_last_index", 0) != 0) {
+    return call.error("select_last_index=1 is not supported: aclnnArgMax gives the first index of the maximum");
+  }
+  const Shape shape = x.shape.empty() ? Shape{} : reduced_shape(x.shape, {axis}, keep);
+  if (!x.shape.empty() && x.shape[axis] == 0 && element_count(shape) > 0) {
+    return call.error("axis " + std::to_string(axis) + " of input " + shape_str(x.shape) +
+                      " has size 0: there is no maximum to index");
+  }
+  void* y = call.output(0, shape);
+  if (element_count(shape) == 0) return Ort::Status(nullptr);
+  return call.aclnn().run<acl::ArgMaxPrepare>("aclnnArgMax", call.tensor(x), axis, keep,
+                                              call.tensor(y, shape, kI64));
+}
+
+Ort::Status topk(Call& call) {
+  const Tensor x = call.input(0);
+  if (x.shape.empty()) return call.error("input 'X' must have at least one axis");
+  const int64_t axis = call.axis(call.attribute_int("axis", -1), x.shape.size(), "axis");
+  const int64_t k = host_int(call, 1, "K");
+  if (k < 0 || k > x.shape[axis]) {
+    return call.error("K " + std::to_string(k) + " is outside [0, " + std::to_string(x.shape[axis]) +
+                      "], the size of axis " + std::to_string(axis) + " of input " + shape_str(x.shape));
+  }
+  const bool largest = call.attribute_int("largest", 1) != 0;
+  Shape shape = x.shape;
+  shape[axis] = k;
+  void* values = call.output(0, shape);
+  void* indices = call.output(1, shape);
+  if (element_count(shape) == 0) return Ort::Status(nullptr);
+  // ONNX's sorted=0 leaves the order open, and aclnnTopk takes only sorted=true: one such order.
+  return call.aclnn().run<acl::TopkPrepare>("aclnnTopk", call.tensor(x), k, axis, largest, true,
+                                            call.tensor(values, shape, call.output_type(0)),
+                                            call.tensor(indices, shape, kI64));
+}
+
+// {T, head..., T, tail...} for each T: an op whose data input and output share T.
+std::vector<Types> each(const Types& types, const Types& middle, const Types& tail = {}) {
+  std::vector<Types> signatures;
+  for (const auto type : types) {
+    Types signature = {type};
+    signature.insert(signature.end(), middle.begin(), middle.end());
+    signature.push_back(type);
+    signature.insert(signature.end(), tail.begin(), tail.end());
+    signatures.push_back(signature);
+  }
+  return signatures;
+}
+
+std::vector<Types> cumsum_signatures() {
+  std::vector<Types> signatures = each(kNumbers, {kI32});
+  for (Types& signature : each(kNumbers, {kI64})) signatures.push_back(signature);
+  return signatures;
+}
+
+}  // namespace
+
+std::vector<Row> reduce_rows() {
+  const Types max_min_types = {kF32, kF16, kBF16, kI32, kI64, kBool};
+  std::vector<Types> argmax_signatures;
+  for (const auto type : kNumbers) argmax_signatures.push_back({type, kI64});
+  return {
+      {"ReduceSum", "aclnnReduceSum", reduce<Reduction::kSum>, 2, 1, each(kNumbers, {kI64}), 1, false, false, {1}},
+      {"ReduceMean", "aclnnMean", reduce<Reduction::kMean>, 2, 1, each(kFloats, {kI64}), 1, false, false, {1}},
+      {"ReduceMax", "aclnnAmax", reduce<Reduction::kMax>, 2, 1, each(max_min_types, {kI64}), 1, false, false, {1}},
+      {"ReduceMin", "aclnnAmin", reduce<Reduction::kMin>, 2, 1, each(max_min_types, {kI64}), 1, false, false, {1}},
+      {"CumSum", "aclnnCumsum, aclnnCumsumV2", cumsum, 2, 1, cumsum_signatures(), SIZE_MAX, false, false, {1}},
+      {"ArgMax", "aclnnArgMax", argmax, 1, 1, argmax_signatures},
+      {"TopK", "aclnnTopk", topk, 2, 2, each(kNumbers, {kI64}, {kI64}), SIZE_MAX, false, false, {1}},
+  };
+}
+
+}  // namespace oao::standard

@@ -1,0 +1,192 @@
+"""Values in an NPU's memory (``Module(..., device="npu")``): the training state lives there across
+steps, as torch_npu keeps a model's parameters, gradients and optimizer states, and sessions bind
+it through IOBinding, so that a step moves only the batch, the loss and a few scalars over the bus.
+
+onnxruntime-cann's Python API makes device values only by uploading NumPy (no bfloat16, no
+views), so every copy here is a one-node session that ONNX Runtime runs on the EP: an upload binds
+a host input and a device output, a download the reverse, and the views of one flat device buffer
+per element type (the gradients' layout, as ``Buffers`` on the host) are the outputs of an Identity
+bound to device addresses inside it, which the NPU's Identity leaves in place. Device addresses are
+only ever handed back to ONNX Runtime: the host never reads one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from ...opschema import elem_type
+from ...runtime import ascend_providers, check_device, make_session
+from .checkpoint_state import ALIGN, HOST, dtype_of
+
+
+def _identity(element: int) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "copy",
+        [helper.make_tensor_value_info("x", element, None)],
+        [helper.make_tensor_value_info("y", element, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def _scale(element: int) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["factor"], ["typed"], to=element),
+            helper.make_node("Mul", ["x", "typed"], ["y"]),
+        ],
+        "scale",
+        [
+            helper.make_tensor_value_info("x", element, None),
+            helper.make_tensor_value_info("factor", onnx.TensorProto.FLOAT, []),
+        ],
+        [helper.make_tensor_value_info("y", element, None)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+class DeviceMemory:
+    """Values in the memory of NPU ``device`` (``"npu"`` / ``"npu:N"``), with ``HostMemory``'s
+    interface; what has no device equivalent (``view``: NumPy over the memory itself) says so."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.device_id = int(device.partition(":")[2] or 0)
+        self._sessions: dict[tuple[str, int], ort.InferenceSession] = {}
+
+    def _session(self, kind: str, element: int) -> ort.InferenceSession:
+        key = (kind, element)
+        if key not in self._sessions:
+            model = _identity(element) if kind == "copy" else _scale(element)
+            try:
+                session = make_session(model, providers=ascend_providers(self.device_id)).ort
+            except Exception as error:  # the EP refused the device, then the CPU the NPU's ops
+                raise RuntimeError(f"device {self.device!r} is not there: {error}") from None
+            check_device(session, self.device)
+            self._sessions[key] = session
+        return self._sessions[key]
+
+    @staticmethod
+    def _element(value: ort.OrtValue | np.ndarray) -> int:
+        if isinstance(value, ort.OrtValue):
+            return elem_type(value.data_type())
+        return helper.np_dtype_to_tensor_dtype(value.dtype) if value.dtype.name != "bfloat16" else 16
+
+    def copy_into(self, source: ort.OrtValue, target: ort.OrtValue | str) -> ort.OrtValue:
+        """``source`` copied into ``target`` (a value, or ``"cann"`` / ``"cpu"`` for a new one)."""
+        session = self._session("copy", self._element(source))
+        binding = session.io_binding()
+        binding.bind_ortvalue_input("x", source)
+        if isinstance(target, str):
+            binding.bind_output("y", target, self.device_id if target == "cann" else 0)
+        else:
+            binding.bind_ortvalue_output("y", target)
+        session.run_with_iobinding(binding)
+        return binding.get_outputs()[0] if isinstance(target, str) else target
+
+    def copy(self, array: np.ndarray) -> ort.OrtValue:
+        """``array`` uploaded into device memory of its own."""
+        return self.copy_into(HOST.wrap(np.ascontiguousarray(array)), "cann")
+
+    def wrap(self, array: np.ndarray) -> ort.OrtValue:
+        """A host value (a batch): ONNX Runtime moves it to the device for the nodes that read it
+        there, once per run, and the host nodes read it where it is."""
+        return HOST.wrap(array)
+
+    def scalar(self, value: float | int, dtype, shape: tuple[int, ...] = ()) -> ort.OrtValue:
+        """A host scalar (learning rate, step, loss scale): the kernels that take one read it on the
+        host, the others get it copied."""
+        return HOST.scalar(value, dtype, shape)
+
+    def zeros_like(self, value: ort.OrtValue) -> ort.OrtValue:
+        return self.copy(np.zeros(value.shape(), dtype_of(value)))
+
+    def numpy(self, value: ort.OrtValue) -> np.ndarray:
+        return self.read(value)
+
+    def read(self, value: ort.OrtValue) -> np.ndarray:
+        """A host copy of a device value (or of a host one, such as a run's loss)."""
+        if value.device_name().lower() == "cpu":
+            return HOST.read(value)
+        return HOST.numpy(self.copy_into(value, "cpu"))
+
+    def view(self, value: ort.OrtValue) -> np.ndarray:
+        raise RuntimeError(
+            f"{self.device}: a value in device memory has no host view; read() copies it to the host"
+        )
+
+    def write(self, value: ort.OrtValue, array: np.ndarray) -> None:
+        self.copy_into(HOST.wrap(np.ascontiguousarray(array)), value)
+
+    def buffers(self, like: Mapping[str, ort.OrtValue]) -> DeviceBuffers:
+        return DeviceBuffers(self, like)
+
+    def views(
+        self, flat: ort.OrtValue, spans: Mapping[str, tuple[int, list[int]]]
+    ) -> dict[str, ort.OrtValue]:
+        """OrtValues over ``flat``'s memory: for each name, the tensor of the shape given starting
+        at the element given (ONNX Runtime's Identity on the NPU writes each onto itself)."""
+        element = elem_type(flat.data_type())
+        itemsize = np.dtype(dtype_of(flat)).itemsize
+        session = self._session("copy", element)
+        views = {}
+        for name, (start, shape) in spans.items():
+            address = flat.data_ptr() + start * itemsize
+            binding = session.io_binding()
+            binding.bind_input("x", "cann", self.device_id, dtype_of(flat), shape, address)
+            binding.bind_output("y", "cann", self.device_id, dtype_of(flat), shape, address)
+            session.run_with_iobinding(binding)
+            views[name] = binding.get_outputs()[0]
+        return views
+
+    def scale(self, value: ort.OrtValue, factor: float) -> None:
+        """``value`` times ``factor`` in place, on the device."""
+        session = self._session("scale", elem_type(value.data_type()))
+        binding = session.io_binding()
+        binding.bind_ortvalue_input("x", value)
+        binding.bind_ortvalue_input("factor", HOST.scalar(factor, np.float32))
+        binding.bind_ortvalue_output("y", value)
+        session.run_with_iobinding(binding)
+
+
+class DeviceBuffers:
+    """``Buffers`` in device memory: one flat buffer per element type, each view an OrtValue over
+    its span of it (``views``, ``spans``, ``flat`` as the host's)."""
+
+    def __init__(self, memory: DeviceMemory, like: Mapping[str, ort.OrtValue]):
+        self.memory = memory
+        self.views: dict[str, ort.OrtValue] = {}
+        self.spans: dict[str, tuple[int, int, int]] = {}
+        self.flat: list[ort.OrtValue] = []
+        by_type: dict[np.dtype, list[str]] = {}
+        for name, value in like.items():
+            by_type.setdefault(dtype_of(value), []).append(name)
+        for dtype, names in by_type.items():
+            step = ALIGN // dtype.itemsize
+            shapes = [list(like[n].shape()) for n in names]
+            sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
+            starts = np.cumsum([0] + [-(-n // step) * step for n in sizes])
+            flat = memory.copy(np.zeros(max(int(starts[-1]), 1), dtype))
+            self.flat.append(flat)
+            spans = {n: (int(s), shape) for n, s, shape in zip(names, starts[:-1], shapes, strict=True)}
+            self.views |= memory.views(flat, spans)
+            for name, start, size in zip(names, starts[:-1], sizes, strict=True):
+                self.spans[name] = (len(self.flat) - 1, int(start), size)
+
+    def host_arrays(self) -> list[np.ndarray]:
+        raise RuntimeError(
+            f"{self.memory.device}: the gradients live in device memory; exchanging them between "
+            "processes needs HCCL (not yet: train with one process on the NPU)"
+        )
+
+    def scale(self, factor: float) -> None:
+        for flat in self.flat:
+            self.memory.scale(flat, factor)
+
+    def copy_from(self, values: Mapping[str, ort.OrtValue]) -> None:
+        for name, view in self.views.items():
+            self.memory.copy_into(values[name], view)

@@ -24,7 +24,10 @@ from ort_ascend_ops.domain import ACLNN_DOMAIN
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
+I8, U8 = np.dtype(np.int8), np.dtype(np.uint8)
 FLOATS = (F32, F16, BF16)
+NUMBERS = (*FLOATS, I32, I64)
+ALL = (*NUMBERS, BOOL, U8, I8)
 # Relative and absolute: a few ulps of the type, over values of about 1; exact for the rest.
 TOLERANCE = {F32: 1e-5, F16: 2e-3, BF16: 1.6e-2}
 OPSET = 21
@@ -135,6 +138,16 @@ def floats(rng: np.random.Generator, shape, dtype: np.dtype, low=-2.0, high=2.0)
     """Values of ``dtype`` (exactly representable in it, so that the oracle sees what the kernel
     reads) uniform in [low, high)."""
     return rng.uniform(low, high, shape).astype(dtype)
+
+
+def values(rng: np.random.Generator, shape, dtype: np.dtype, low: int = -9, high: int = 10) -> np.ndarray:
+    """Data of any ``dtype``, exact in it: floats as ``floats`` gives them, integers in [low,
+    high) (from 0 when unsigned), bools at random."""
+    if dtype in FLOATS:
+        return floats(rng, shape, dtype)
+    if dtype == BOOL:
+        return rng.random(shape) < 0.5
+    return rng.integers(0 if dtype == U8 else low, high, shape).astype(dtype)
 
 
 def wide(*arrays: np.ndarray) -> list[np.ndarray]:

@@ -4,15 +4,26 @@ refusals naming the op and the inputs."""
 
 import numpy as np
 import pytest
-from aclnn_standard import BOOL, F16, F32, FLOATS, I32, I64, Case, check, floats, params, refused, wide
-
-NUMBERS = (*FLOATS, I32, I64)
+from aclnn_standard import (
+    BOOL,
+    F16,
+    F32,
+    FLOATS,
+    I32,
+    I64,
+    NUMBERS,
+    Case,
+    check,
+    floats,
+    params,
+    refused,
+    values,
+    wide,
+)
 
 
 def numbers(rng, shape, dtype, low=-4, high=5):
-    if dtype in FLOATS:
-        return floats(rng, shape, dtype)
-    return rng.integers(low, high, shape).astype(dtype)
+    return values(rng, shape, dtype, low, high)
 
 
 def nonzero(rng, shape, dtype):
@@ -35,7 +46,7 @@ def truncating_div(a, b):
 
 
 def masks(rng, shape, _dtype):
-    return rng.random(shape) < 0.5
+    return values(rng, shape, BOOL)
 
 
 BINARY = [

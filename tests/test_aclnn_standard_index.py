@@ -8,23 +8,29 @@ import math
 
 import numpy as np
 import pytest
-from aclnn_standard import BOOL, F32, FLOATS, I32, I64, Case, check, floats, params, refused, run, wide
+from aclnn_standard import (
+    ALL,
+    F32,
+    FLOATS,
+    I32,
+    I64,
+    NUMBERS,
+    Case,
+    check,
+    floats,
+    params,
+    refused,
+    run,
+    values,
+    wide,
+)
 
 from ort_ascend_ops import aclnn_emulator
 
-I8, U8 = np.dtype(np.int8), np.dtype(np.uint8)
-ALL = (*FLOATS, I32, I64, BOOL, U8, I8)
-NUMBERS = (*FLOATS, I32, I64)
 
-
-def values(rng, shape, dtype):
+def any_values(rng, shape, dtype):
     """Data of any type, exact in it."""
-    if dtype in FLOATS:
-        return floats(rng, shape, dtype)
-    if dtype == BOOL:
-        return rng.random(shape) < 0.5
-    low = 0 if dtype == U8 else -20
-    return rng.integers(low, 20, shape).astype(dtype)
+    return values(rng, shape, dtype, -20, 20)
 
 
 def indices(rng, shape, size, index_type=I64, from_end=True):
@@ -40,7 +46,7 @@ def gather_case(data_shape, index_shape, axis, index_type=I64, dtypes=ALL, id=""
     size = data_shape[axis]
     return Case(
         "Gather",
-        lambda rng, t: [values(rng, data_shape, t), indices(rng, index_shape, size, index_type)],
+        lambda rng, t: [any_values(rng, data_shape, t), indices(rng, index_shape, size, index_type)],
         lambda data, idx: np.take(*wide(data), idx, axis=axis),
         ["aclnnGatherV2"],
         attrs={"axis": axis},
@@ -71,7 +77,7 @@ def gather_elements_case(data_shape, index_shape, axis, index_type=I64, dtypes=A
     size = data_shape[axis]
     return Case(
         "GatherElements",
-        lambda rng, t: [values(rng, data_shape, t), indices(rng, index_shape, size, index_type)],
+        lambda rng, t: [any_values(rng, data_shape, t), indices(rng, index_shape, size, index_type)],
         lambda data, idx: along_axis(*wide(data), idx, axis),
         ["aclnnGather", "aclnnLtTensor", "aclnnAdd"],
         attrs={"axis": axis},
@@ -104,7 +110,7 @@ def gather_nd_case(data_shape, index_shape, batch_dims=0, dtypes=ALL, id=""):
         k = index_shape[-1]
         sizes = np.array(data_shape[batch_dims : batch_dims + k])
         idx = rng.integers(-sizes, sizes, (*index_shape[:-1], k)).astype(np.int64)
-        return [values(rng, data_shape, t), idx]
+        return [any_values(rng, data_shape, t), idx]
 
     return Case(
         "GatherND",
@@ -162,9 +168,9 @@ def scatter_elements_case(data_shape, index_shape, axis, reduction="none", index
         updates = (
             floats(rng, index_shape, t, 0.5, 1.5)
             if reduction == "mul" and t in FLOATS
-            else values(rng, index_shape, t)
+            else any_values(rng, index_shape, t)
         )
-        return [values(rng, data_shape, t), idx, updates]
+        return [any_values(rng, data_shape, t), idx, updates]
 
     def oracle(data, idx, updates):
         data, updates = wide(data, updates)
@@ -217,9 +223,9 @@ def scatter_nd_case(data_shape, index_shape, reduction="none", dtypes=ALL, id=""
             idx = rng.integers(-np.array(sizes), np.array(sizes), (tuples, k))
         updates_shape = [*index_shape[:-1], *data_shape[k:]]
         return [
-            values(rng, data_shape, t),
+            any_values(rng, data_shape, t),
             idx.reshape(index_shape).astype(np.int64),
-            values(rng, updates_shape, t),
+            any_values(rng, updates_shape, t),
         ]
 
     def oracle(data, idx, updates):
@@ -301,7 +307,7 @@ def test_gather_index_out_of_range_fails_the_launch_aclnn(rng, emulator):
 
 def test_gather_elements_rank_mismatch_is_refused_aclnn(rng, emulator):
     case = GATHER_ELEMENTS[0]
-    data = values(rng, [3, 4], F32)
+    data = any_values(rng, [3, 4], F32)
     refused(
         case,
         [data, indices(rng, [4], 3)],

@@ -11,25 +11,26 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from aclnn_standard import BOOL, F32, FLOATS, I32, I64, OPSET, Case, check, floats, params, refused, wide
+from aclnn_standard import (
+    ALL,
+    F32,
+    FLOATS,
+    I32,
+    I64,
+    OPSET,
+    Case,
+    check,
+    params,
+    refused,
+    values,
+    wide,
+)
 from onnx import helper, numpy_helper
 
 from ort_ascend_ops import aclnn_emulator
 from ort_ascend_ops.cann_ep.aclnn_ops import to_aclnn_domain
 
-U8, I8 = np.dtype(np.uint8), np.dtype(np.int8)
-ALL = (*FLOATS, I32, I64, BOOL, U8, I8)
 INT_MAX = np.iinfo(np.int64).max
-
-
-def values(rng, shape, dtype):
-    """Data of ``dtype``: floats in [-2, 2), small integers, random bools."""
-    if dtype in FLOATS:
-        return floats(rng, shape, dtype)
-    if dtype == BOOL:
-        return rng.random(shape) < 0.5
-    low = 0 if dtype == U8 else -9
-    return rng.integers(low, 10, shape).astype(dtype)
 
 
 def ints(*v, dtype=I64):

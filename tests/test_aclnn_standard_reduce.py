@@ -12,6 +12,7 @@ from aclnn_standard import (
     FLOATS,
     I32,
     I64,
+    NUMBERS,
     Case,
     check,
     floats,
@@ -19,6 +20,7 @@ from aclnn_standard import (
     params,
     refused,
     run,
+    values,
     wide,
 )
 from onnx import TensorProto
@@ -26,15 +28,9 @@ from onnx import TensorProto
 from ort_ascend_ops import aclnn_emulator
 from ort_ascend_ops.cann_ep.aclnn_ops import to_aclnn_domain
 
-NUMBERS = (*FLOATS, I32, I64)
-
 
 def numbers(rng, shape, dtype, low=-4, high=5):
-    if dtype in FLOATS:
-        return floats(rng, shape, dtype)
-    if dtype == BOOL:
-        return rng.random(shape) < 0.5
-    return rng.integers(low, high, shape).astype(dtype)
+    return values(rng, shape, dtype, low, high)
 
 
 def distinct(rng, shape, dtype):

@@ -22,12 +22,18 @@ Shape broadcast_inputs(Call& call, size_t first, size_t last) {
   return shape;
 }
 
+// aclnnAdd's alpha in the operands' own kind: an exact integer, else a float.
+aclDataType alpha_type(ONNXTensorElementDataType type) {
+  return type == kI64 ? ACL_INT64 : type == kI32 ? ACL_INT32 : ACL_FLOAT;
+}
+
 template <const char* kFunction>
 Ort::Status unary(Call& call) {
   const Tensor x = call.input(0);
   void* y = call.output(0, x.shape);
   if (x.count() == 0) return Ort::Status(nullptr);
-  return call.aclnn().run<acl::UnaryPrepare>(kFunction, call.tensor(x), call.tensor(y, x.shape, call.output_type(0)));
+  return call.aclnn().run<acl::UnaryPrepare>(kFunction, call.tensor(x),
+                                             call.tensor(y, x.shape, call.output_type(0)));
 }
 
 template <const char* kFunction>
@@ -46,9 +52,8 @@ Ort::Status alpha_binary(Call& call) {
   const Shape shape = broadcast_inputs(call, 0, 2);
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
-  const aclDataType alpha = a.type == kI64 ? ACL_INT64 : a.type == kI32 ? ACL_INT32 : ACL_FLOAT;
   return call.aclnn().run<acl::AlphaBinaryPrepare>(kFunction, call.tensor(a), call.tensor(b),
-                                                   call.aclnn().scalar(1.0, alpha),
+                                                   call.aclnn().scalar(1.0, alpha_type(a.type)),
                                                    call.tensor(y, shape, call.output_type(0)));
 }
 
@@ -76,17 +81,16 @@ Ort::Status fold(Call& call) {
   const ONNXTensorElementDataType type = call.output_type(0);
   if (n == 1) {
     const Tensor x = call.input(0);
-    call.aclnn().copy_on_stream(y, x.data, static_cast<size_t>(x.count()) * type_size(type));
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
     // The copy alone is the result; a launch-free call waits for it (AclnnCall::copy_on_stream).
     return Ort::Status(nullptr);
   }
-  const aclDataType alpha = type == kI64 ? ACL_INT64 : type == kI32 ? ACL_INT32 : ACL_FLOAT;
   for (size_t i = 1; i < n; ++i) {
     const aclTensor* self = i == 1 ? call.tensor(call.input(0)) : call.tensor(y, shape, type);
     const aclTensor* other = call.tensor(call.input(i));
     const aclTensor* out = call.tensor(y, shape, type);
-    Ort::Status status = kAlpha ? call.aclnn().run<acl::AlphaBinaryPrepare>(kFunction, self, other,
-                                                                            call.aclnn().scalar(1.0, alpha), out)
+    Ort::Status status = kAlpha ? call.aclnn().run<acl::AlphaBinaryPrepare>(
+                                      kFunction, self, other, call.aclnn().scalar(1.0, alpha_type(type)), out)
                                 : call.aclnn().run<acl::BinaryPrepare>(kFunction, self, other, out);
     if (!status.IsOK()) return status;
   }
@@ -97,8 +101,8 @@ Ort::Status where(Call& call) {
   const Shape shape = broadcast_inputs(call, 0, 3);
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
-  return call.aclnn().run<acl::WherePrepare>("aclnnSWhere", call.tensor(call.input(0)), call.tensor(call.input(1)),
-                                             call.tensor(call.input(2)),
+  return call.aclnn().run<acl::WherePrepare>("aclnnSWhere", call.tensor(call.input(0)),
+                                             call.tensor(call.input(1)), call.tensor(call.input(2)),
                                              call.tensor(y, shape, call.output_type(0)));
 }
 
@@ -107,44 +111,39 @@ Ort::Status cast(Call& call) {
   void* y = call.output(0, x.shape);
   if (x.count() == 0) return Ort::Status(nullptr);
   const ONNXTensorElementDataType to = call.output_type(0);
-  return call.aclnn().run<acl::CastPrepare>("aclnnCast", call.tensor(x), acl_type_of(to), call.tensor(y, x.shape, to));
+  return call.aclnn().run<acl::CastPrepare>("aclnnCast", call.tensor(x), acl_type_of(to),
+                                            call.tensor(y, x.shape, to));
 }
 
 // Function names as template arguments need linkage.
 constexpr char kAdd[] = "aclnnAdd", kSub[] = "aclnnSub", kMul[] = "aclnnMul", kPow[] = "aclnnPowTensorTensor",
                kMaximum[] = "aclnnMaximum", kMinimum[] = "aclnnMinimum", kEq[] = "aclnnEqTensor",
-               kLt[] = "aclnnLtTensor", kLe[] = "aclnnLeTensor", kGt[] = "aclnnGtTensor", kGe[] = "aclnnGeTensor",
-               kAnd[] = "aclnnLogicalAnd", kOr[] = "aclnnLogicalOr", kXor[] = "aclnnLogicalXor",
-               kNot[] = "aclnnLogicalNot", kNeg[] = "aclnnNeg", kExp[] = "aclnnExp", kLog[] = "aclnnLog",
-               kSqrt[] = "aclnnSqrt", kReciprocal[] = "aclnnReciprocal", kSigmoid[] = "aclnnSigmoid",
-               kTanh[] = "aclnnTanh", kSin[] = "aclnnSin", kCos[] = "aclnnCos", kAbs[] = "aclnnAbs",
-               kRelu[] = "aclnnRelu", kErf[] = "aclnnErf", kFloor[] = "aclnnFloor", kCeil[] = "aclnnCeil";
+               kLt[] = "aclnnLtTensor", kLe[] = "aclnnLeTensor", kGt[] = "aclnnGtTensor",
+               kGe[] = "aclnnGeTensor", kAnd[] = "aclnnLogicalAnd", kOr[] = "aclnnLogicalOr",
+               kXor[] = "aclnnLogicalXor", kNot[] = "aclnnLogicalNot", kNeg[] = "aclnnNeg",
+               kExp[] = "aclnnExp", kLog[] = "aclnnLog", kSqrt[] = "aclnnSqrt",
+               kReciprocal[] = "aclnnReciprocal", kSigmoid[] = "aclnnSigmoid", kTanh[] = "aclnnTanh",
+               kSin[] = "aclnnSin", kCos[] = "aclnnCos", kAbs[] = "aclnnAbs", kRelu[] = "aclnnRelu",
+               kErf[] = "aclnnErf", kFloor[] = "aclnnFloor", kCeil[] = "aclnnCeil";
 
 // The output's element type is the attribute's: ONNX's TensorProto codes are ORT's element types.
 Ort::Status cast_type(Ort::ShapeInferContext& ctx) {
-  return ctx.SetOutputShape(0, ctx.GetInputShape(0), static_cast<ONNXTensorElementDataType>(ctx.GetAttrInt("to")));
-}
-
-std::vector<Types> cast_signatures() {
-  std::vector<Types> signatures;
-  for (const auto from : kAll)
-    for (const auto to : kAll) signatures.push_back({from, to});
-  return signatures;
+  return ctx.SetOutputShape(0, ctx.GetInputShape(0),
+                            static_cast<ONNXTensorElementDataType>(ctx.GetAttrInt("to")));
 }
 
 }  // namespace
 
 std::vector<Row> elementwise_rows() {
-  const Types signed_numbers = {kF32, kF16, kBF16, kI32, kI64};
   return {
       {"Add", kAdd, alpha_binary<kAdd>, 2, 1, typed(kNumbers, 3)},
       {"Sub", kSub, alpha_binary<kSub>, 2, 1, typed(kNumbers, 3)},
       {"Mul", kMul, binary<kMul>, 2, 1, typed(kNumbers, 3)},
       {"Div", "aclnnDiv, aclnnDivMod", div, 2, 1, typed(kNumbers, 3)},
       {"Pow", kPow, binary<kPow>, 2, 1, typed(kFloats, 3)},
-      {"Sum", kAdd, fold<kAdd, true>, 1, 1, typed(kNumbers, 2), SIZE_MAX, true},
-      {"Max", kMaximum, fold<kMaximum, false>, 1, 1, typed(kNumbers, 2), SIZE_MAX, true},
-      {"Min", kMinimum, fold<kMinimum, false>, 1, 1, typed(kNumbers, 2), SIZE_MAX, true},
+      Row{"Sum", kAdd, fold<kAdd, true>, 1, 1, typed(kNumbers, 2)}.repeats_last_input(),
+      Row{"Max", kMaximum, fold<kMaximum, false>, 1, 1, typed(kNumbers, 2)}.repeats_last_input(),
+      Row{"Min", kMinimum, fold<kMinimum, false>, 1, 1, typed(kNumbers, 2)}.repeats_last_input(),
       {"Equal", kEq, binary<kEq>, 2, 1, typed(kAll, 2, {}, {kBool})},
       {"Less", kLt, binary<kLt>, 2, 1, typed(kNumbers, 2, {}, {kBool})},
       {"LessOrEqual", kLe, binary<kLe>, 2, 1, typed(kNumbers, 2, {}, {kBool})},
@@ -154,8 +153,8 @@ std::vector<Row> elementwise_rows() {
       {"Or", kOr, binary<kOr>, 2, 1, {{kBool, kBool, kBool}}},
       {"Xor", kXor, binary<kXor>, 2, 1, {{kBool, kBool, kBool}}},
       {"Not", kNot, unary<kNot>, 1, 1, {{kBool, kBool}}},
-      {"Neg", kNeg, unary<kNeg>, 1, 1, typed(signed_numbers, 2)},
-      {"Abs", kAbs, unary<kAbs>, 1, 1, typed(signed_numbers, 2)},
+      {"Neg", kNeg, unary<kNeg>, 1, 1, typed(kNumbers, 2)},
+      {"Abs", kAbs, unary<kAbs>, 1, 1, typed(kNumbers, 2)},
       {"Exp", kExp, unary<kExp>, 1, 1, typed(kFloats, 2)},
       {"Log", kLog, unary<kLog>, 1, 1, typed(kFloats, 2)},
       {"Sqrt", kSqrt, unary<kSqrt>, 1, 1, typed(kFloats, 2)},
@@ -169,7 +168,9 @@ std::vector<Row> elementwise_rows() {
       {"Floor", kFloor, unary<kFloor>, 1, 1, typed(kFloats, 2)},
       {"Ceil", kCeil, unary<kCeil>, 1, 1, typed(kFloats, 2)},
       {"Where", "aclnnSWhere", where, 3, 1, typed(kAll, 3, {kBool})},
-      {"Cast", "aclnnCast", cast, 1, 1, cast_signatures(), SIZE_MAX, false, false, {}, false, cast_type},
+      Row{"Cast", "aclnnCast", cast, 1, 1,
+          pairs(kAll, kAll, [](auto from, auto to) { return Types{from, to}; })}
+          .output_types_by(cast_type),
   };
 }
 

@@ -39,14 +39,15 @@ Ort::Status from_end(Call& call, const Tensor& index, int64_t size, Tensor& move
   if (!status.IsOK()) return status;
   // 1 where the index counts from the end: comparisons write numbers as well as bools.
   void* negative = aclnn.scratch(bytes * static_cast<size_t>(index.count()));
-  status = aclnn.run<acl::BinaryPrepare>("aclnnLtTensor", call.tensor(index), call.tensor(zero, one, index.type),
-                                         call.tensor(negative, index.shape, index.type));
+  status =
+      aclnn.run<acl::BinaryPrepare>("aclnnLtTensor", call.tensor(index), call.tensor(zero, one, index.type),
+                                    call.tensor(negative, index.shape, index.type));
   if (!status.IsOK()) return status;
   void* out = aclnn.scratch(bytes * static_cast<size_t>(index.count()));
   moved = Tensor{index.shape, index.type, out};
-  return aclnn.run<acl::AlphaBinaryPrepare>("aclnnAdd", call.tensor(index),
-                                            call.tensor(negative, index.shape, index.type),
-                                            aclnn.scalar(static_cast<double>(size), type), call.tensor(moved));
+  return aclnn.run<acl::AlphaBinaryPrepare>(
+      "aclnnAdd", call.tensor(index), call.tensor(negative, index.shape, index.type),
+      aclnn.scalar(static_cast<double>(size), type), call.tensor(moved));
 }
 
 Ort::Status gather(Call& call) {
@@ -59,11 +60,13 @@ Ort::Status gather(Call& call) {
   shape.insert(shape.end(), data.shape.begin() + axis + 1, data.shape.end());
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
-  if (data.shape[axis] == 0) return call.error(axis_text(axis, data.shape) + " is empty: every index is out of range");
+  if (data.shape[axis] == 0)
+    return call.error(axis_text(axis, data.shape) + " is empty: every index is out of range");
   // The vendor counts a 0-d index as [1]: the same elements, with an axis of 1 where ONNX has none.
   Shape vendor_shape = shape;
   if (indices.shape.empty()) vendor_shape.insert(vendor_shape.begin() + axis, 1);
-  return call.aclnn().run<acl::GatherDimPrepare>("aclnnGatherV2", call.tensor(data), axis, call.tensor(indices),
+  return call.aclnn().run<acl::GatherDimPrepare>("aclnnGatherV2", call.tensor(data), axis,
+                                                 call.tensor(indices),
                                                  call.tensor(y, vendor_shape, call.output_type(0)));
 }
 
@@ -75,8 +78,8 @@ int64_t element_axis(Call& call, const Tensor& data, const Tensor& indices) {
     throw Ort::Exception("input 'data' is a scalar; it needs an axis to index along", ORT_INVALID_ARGUMENT);
   }
   if (indices.shape.size() != rank) {
-    throw Ort::Exception("input 'indices' " + shape_str(indices.shape) + " must have the rank of input 'data' " +
-                             shape_str(data.shape),
+    throw Ort::Exception("input 'indices' " + shape_str(indices.shape) +
+                             " must have the rank of input 'data' " + shape_str(data.shape),
                          ORT_INVALID_ARGUMENT);
   }
   const int64_t axis = call.axis(call.attribute_int("axis", 0), rank, "axis");
@@ -95,7 +98,8 @@ Ort::Status gather_elements(Call& call) {
   const int64_t axis = element_axis(call, data, indices);
   void* y = call.output(0, indices.shape);
   if (indices.count() == 0) return Ort::Status(nullptr);
-  if (data.shape[axis] == 0) return call.error(axis_text(axis, data.shape) + " is empty: every index is out of range");
+  if (data.shape[axis] == 0)
+    return call.error(axis_text(axis, data.shape) + " is empty: every index is out of range");
   Tensor moved;
   if (Ort::Status status = from_end(call, indices, data.shape[axis], moved); !status.IsOK()) return status;
   return call.aclnn().run<acl::GatherDimPrepare>("aclnnGather", call.tensor(data), axis, call.tensor(moved),
@@ -107,37 +111,42 @@ Ort::Status scatter_elements(Call& call) {
   const std::string reduction = call.attribute_string("reduction").value_or("none");
   const int64_t reduce = reduction == "none" ? 0 : reduction == "add" ? 1 : reduction == "mul" ? 2 : -1;
   if (reduce < 0) {
-    return call.error("reduction '" + reduction + "' has no aclnnScatter mode (it replaces, adds or multiplies)");
+    return call.error("reduction '" + reduction +
+                      "' has no aclnnScatter mode (it replaces, adds or multiplies)");
   }
   const int64_t axis = element_axis(call, data, indices);
   if (updates.shape != indices.shape) {
-    return call.error("input 'updates' " + shape_str(updates.shape) + " must have the shape of input 'indices' " +
-                      shape_str(indices.shape));
+    return call.error("input 'updates' " + shape_str(updates.shape) +
+                      " must have the shape of input 'indices' " + shape_str(indices.shape));
   }
   void* y = call.output(0, data.shape);
   if (data.count() == 0) return Ort::Status(nullptr);
   const ONNXTensorElementDataType type = call.output_type(0);
   if (indices.count() == 0) {
-    call.aclnn().copy_on_stream(y, data.data, static_cast<size_t>(data.count()) * type_size(type));
+    call.aclnn().copy_on_stream(y, data.data, data.bytes());
     return Ort::Status(nullptr);  // a launch-free call waits for its copy (AclnnCall::copy_on_stream)
   }
-  if (data.shape[axis] == 0) return call.error(axis_text(axis, data.shape) + " is empty: every index is out of range");
+  if (data.shape[axis] == 0)
+    return call.error(axis_text(axis, data.shape) + " is empty: every index is out of range");
   Tensor moved;
   if (Ort::Status status = from_end(call, indices, data.shape[axis], moved); !status.IsOK()) return status;
   return call.aclnn().run<acl::ScatterPrepare>("aclnnScatter", call.tensor(data), axis, call.tensor(moved),
-                                               call.tensor(updates), reduce, call.tensor(y, data.shape, type));
+                                               call.tensor(updates), reduce,
+                                               call.tensor(y, data.shape, type));
 }
 
 // ONNX's rules for the last axis of GatherND's and ScatterND's indices: a tuple of 1 to `rank`
 // coordinates. Returns its length.
 int64_t tuple_length(const Tensor& indices, int64_t rank) {
   if (indices.shape.empty()) {
-    throw Ort::Exception("input 'indices' is a scalar; its last axis must hold the index tuples", ORT_INVALID_ARGUMENT);
+    throw Ort::Exception("input 'indices' is a scalar; its last axis must hold the index tuples",
+                         ORT_INVALID_ARGUMENT);
   }
   const int64_t k = indices.shape.back();
   if (k < 1 || k > rank) {
-    throw Ort::Exception("input 'indices' " + shape_str(indices.shape) + " holds tuples of " + std::to_string(k) +
-                             " coordinates; 1 to " + std::to_string(rank) + " index input 'data'",
+    throw Ort::Exception("input 'indices' " + shape_str(indices.shape) + " holds tuples of " +
+                             std::to_string(k) + " coordinates; 1 to " + std::to_string(rank) +
+                             " index input 'data'",
                          ORT_INVALID_ARGUMENT);
   }
   return k;
@@ -149,9 +158,9 @@ Ort::Status gather_nd(Call& call) {
   const int64_t b = call.attribute_int("batch_dims", 0);
   if (r < 1) return call.error("input 'data' is a scalar; it needs an axis to index");
   if (b < 0 || b >= std::min(q, r)) {
-    return call.error("batch_dims " + std::to_string(b) + " is outside [0, " + std::to_string(std::min(q, r)) +
-                      ") for input 'data' " + shape_str(data.shape) + " and input 'indices' " +
-                      shape_str(indices.shape));
+    return call.error("batch_dims " + std::to_string(b) + " is outside [0, " +
+                      std::to_string(std::min(q, r)) + ") for input 'data' " + shape_str(data.shape) +
+                      " and input 'indices' " + shape_str(indices.shape));
   }
   if (!std::equal(data.shape.begin(), data.shape.begin() + b, indices.shape.begin())) {
     return call.error("the first " + std::to_string(b) + " axes (batch_dims) of input 'data' " +
@@ -163,7 +172,8 @@ Ort::Status gather_nd(Call& call) {
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
   for (int64_t d = b; d < b + k; ++d) {
-    if (data.shape[d] == 0) return call.error(axis_text(d, data.shape) + " is empty: every index is out of range");
+    if (data.shape[d] == 0)
+      return call.error(axis_text(d, data.shape) + " is empty: every index is out of range");
   }
   // aclnnGatherNd has no batch axes: one call per batch, on its slices (contiguous blocks).
   const Shape data_slice(data.shape.begin() + b, data.shape.end());
@@ -202,7 +212,7 @@ Ort::Status scatter_nd(Call& call) {
   void* y = call.output(0, data.shape);
   if (data.count() == 0) return Ort::Status(nullptr);
   const ONNXTensorElementDataType type = call.output_type(0);
-  call.aclnn().copy_on_stream(y, data.data, static_cast<size_t>(data.count()) * type_size(type));
+  call.aclnn().copy_on_stream(y, data.data, data.bytes());
   if (element_count(tuples) == 0) return Ort::Status(nullptr);  // the copy alone: it is waited for
   // index_put_ takes one index tensor per axis: coordinate j of every tuple, a strided view of indices.
   Shape strides(tuples.size(), k);
@@ -214,19 +224,14 @@ Ort::Status scatter_nd(Call& call) {
   }
   // unsafe: the range check, which fails the launch on an index out of range.
   return call.aclnn().run<acl::IndexPutImplPrepare>("aclnnIndexPutImpl", call.tensor(y, data.shape, type),
-                                                    call.aclnn().tensor_list(coordinates), call.tensor(updates),
-                                                    reduction == "add", true);
+                                                    call.aclnn().tensor_list(coordinates),
+                                                    call.tensor(updates), reduction == "add", true);
 }
 
 // Data of every type, indices of `index_types`, then updates (scatters) like data: the output is data's.
 std::vector<Types> index_signatures(const Types& index_types, bool updates) {
-  std::vector<Types> signatures;
-  for (const auto index : index_types) {
-    for (const auto type : kAll) {
-      signatures.push_back(updates ? Types{type, index, type, type} : Types{type, index, type});
-    }
-  }
-  return signatures;
+  if (!updates) return with_index(kAll, index_types);
+  return pairs(kAll, index_types, [](auto t, auto i) { return Types{t, i, t, t}; });
 }
 
 }  // namespace
@@ -235,8 +240,8 @@ std::vector<Row> index_rows() {
   const Types int32_or_64 = {kI64, kI32};
   return {
       {"Gather", "aclnnGatherV2", gather, 2, 1, index_signatures(int32_or_64, false)},
-      {"GatherElements", "aclnnGather (aclnnSub, aclnnLtTensor, aclnnAdd for indices from the end)", gather_elements,
-       2, 1, index_signatures(int32_or_64, false)},
+      {"GatherElements", "aclnnGather (aclnnSub, aclnnLtTensor, aclnnAdd for indices from the end)",
+       gather_elements, 2, 1, index_signatures(int32_or_64, false)},
       {"GatherND", "aclnnGatherNd", gather_nd, 2, 1, index_signatures({kI64}, false)},
       {"ScatterElements", "aclnnScatter (aclnnSub, aclnnLtTensor, aclnnAdd for indices from the end)",
        scatter_elements, 3, 1, index_signatures(int32_or_64, true)},

@@ -11,11 +11,13 @@ namespace oao::acl {
 // out's shape is self's with dim replaced by index's. Takes indices counted from the end.
 // aclnnGather (torch.gather): out[i...] = self[i... with index[i...] at dim]; indices in [0, size).
 using GatherDimPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, const aclTensor* index,
-                                         const aclTensor* out, uint64_t* workspace_size, aclOpExecutor** executor);
+                                         const aclTensor* out, uint64_t* workspace_size,
+                                         aclOpExecutor** executor);
 // aclnnGatherNd: slices of self at the index tuples along indices' last axis; negativeIndexSupport
 // admits tuples counted from the end.
-using GatherNdPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* indices, bool negative_index_support,
-                                        const aclTensor* out, uint64_t* workspace_size, aclOpExecutor** executor);
+using GatherNdPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* indices,
+                                        bool negative_index_support, const aclTensor* out,
+                                        uint64_t* workspace_size, aclOpExecutor** executor);
 // aclnnScatter (torch.scatter): out = self with src put at index along dim; reduce 0 replaces,
 // 1 adds, 2 multiplies. Indices in [0, size).
 using ScatterPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, const aclTensor* index,

@@ -12,19 +12,11 @@
 namespace oao::standard {
 namespace {
 
-[[noreturn]] void refuse(const std::string& message) { throw Ort::Exception(message.c_str(), ORT_INVALID_ARGUMENT); }
+[[noreturn]] void refuse(const std::string& message) {
+  throw Ort::Exception(message.c_str(), ORT_INVALID_ARGUMENT);
+}
 
 std::string list_str(const std::vector<int64_t>& values) { return shape_str(values); }
-
-size_t bytes_of(const Tensor& t) { return static_cast<size_t>(t.count()) * type_size(t.type); }
-
-// One signature per T: `make(T)` lists the types of the inputs, then the outputs.
-template <class Make>
-std::vector<Types> each(const Types& types, Make make) {
-  std::vector<Types> signatures;
-  for (const auto type : types) signatures.push_back(make(type));
-  return signatures;
-}
 
 // The aclScalar type a host value of element type `type` travels as (the vendor's functions
 // promote a scalar to self's type; float16 and bfloat16 values are exact in float32).
@@ -32,9 +24,12 @@ aclDataType scalar_type(ONNXTensorElementDataType type) {
   switch (type) {
     case kF32:
     case kF16:
-    case kBF16: return ACL_FLOAT;
-    case kBool: return ACL_BOOL;
-    default: return ACL_INT64;
+    case kBF16:
+      return ACL_FLOAT;
+    case kBool:
+      return ACL_BOOL;
+    default:
+      return ACL_INT64;
   }
 }
 
@@ -48,7 +43,7 @@ Ort::Status view_as(Call& call, const Shape& shape) {
            shape_str(shape) + " has " + std::to_string(element_count(shape)));
   }
   void* y = call.output(0, shape);
-  call.aclnn().copy_on_stream(y, x.data, bytes_of(x));
+  call.aclnn().copy_on_stream(y, x.data, x.bytes());
   return Ort::Status(nullptr);
 }
 
@@ -86,14 +81,16 @@ Ort::Status reshape(Call& call) {
   if (inferred != SIZE_MAX) {
     if (zero) refuse("shape " + list_str(spec) + " has both 0 and -1 while allowzero is 1");
     if (known == 0 || x.count() % known != 0) {
-      refuse("input " + shape_str(x.shape) + " cannot take shape " + list_str(spec) + ": the -1 has no whole size");
+      refuse("input " + shape_str(x.shape) + " cannot take shape " + list_str(spec) +
+             ": the -1 has no whole size");
     }
     shape[inferred] = x.count() / known;
   }
   return view_as(call, shape);
 }
 
-std::vector<int64_t> unique_axes(Call& call, const std::vector<int64_t>& axes, size_t rank, const char* what) {
+std::vector<int64_t> unique_axes(Call& call, const std::vector<int64_t>& axes, size_t rank,
+                                 const char* what) {
   std::vector<int64_t> normalized;
   for (const int64_t a : axes) {
     const int64_t axis = call.axis(a, rank, what);
@@ -144,8 +141,8 @@ Ort::Status flatten(Call& call) {
   const auto rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = call.attribute_int("axis", 1);
   if (axis < -rank || axis > rank) {
-    refuse("axis " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " + std::to_string(rank) +
-           "] for input " + shape_str(x.shape));
+    refuse("axis " + std::to_string(axis) + " is outside [" + std::to_string(-rank) + ", " +
+           std::to_string(rank) + "] for input " + shape_str(x.shape));
   }
   if (axis < 0) axis += rank;
   return view_as(call, {element_count(x.shape, 0, axis), element_count(x.shape, axis)});
@@ -176,7 +173,7 @@ Ort::Status transpose(Call& call) {
   void* y = call.output(0, shape);
   if (x.count() == 0) return Ort::Status(nullptr);
   if (rank == 0) {  // a scalar has nothing to permute
-    call.aclnn().copy_on_stream(y, x.data, bytes_of(x));
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
     return Ort::Status(nullptr);
   }
   return call.aclnn().run<acl::IntArrayPrepare>("aclnnPermute", call.tensor(x), call.aclnn().int_array(perm),
@@ -210,7 +207,8 @@ Ort::Status concat(Call& call) {
   for (size_t i = 0; i < call.input_count(); ++i) {
     const Tensor x = call.input(i);
     bool same = x.shape.size() == rank;
-    for (size_t k = 0; same && k < rank; ++k) same = static_cast<int64_t>(k) == axis || x.shape[k] == first.shape[k];
+    for (size_t k = 0; same && k < rank; ++k)
+      same = static_cast<int64_t>(k) == axis || x.shape[k] == first.shape[k];
     if (!same) {
       refuse("input " + std::to_string(i) + " " + shape_str(x.shape) + " does not match input 0 " +
              shape_str(first.shape) + " outside axis " + std::to_string(axis));
@@ -277,18 +275,18 @@ Ort::Status slice(Call& call) {
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
   if (v_axes.empty()) {  // nothing sliced: the input itself
-    call.aclnn().copy_on_stream(y, x.data, bytes_of(x));
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
     return Ort::Status(nullptr);
   }
   const size_t bytes = static_cast<size_t>(element_count(shape)) * type_size(x.type);
   void* sliced = flips.empty() ? y : call.aclnn().scratch(bytes);
   AclnnCall& aclnn = call.aclnn();
   Ort::Status status = aclnn.run<acl::SliceV2Prepare>(
-      "aclnnSliceV2", call.tensor(x), aclnn.int_array(v_starts), aclnn.int_array(v_ends), aclnn.int_array(v_axes),
-      aclnn.int_array(v_steps), call.tensor(sliced, shape, x.type));
+      "aclnnSliceV2", call.tensor(x), aclnn.int_array(v_starts), aclnn.int_array(v_ends),
+      aclnn.int_array(v_axes), aclnn.int_array(v_steps), call.tensor(sliced, shape, x.type));
   if (!status.IsOK() || flips.empty()) return status;
-  return aclnn.run<acl::IntArrayPrepare>("aclnnFlip", call.tensor(sliced, shape, x.type), aclnn.int_array(flips),
-                                         call.tensor(y, shape, x.type));
+  return aclnn.run<acl::IntArrayPrepare>("aclnnFlip", call.tensor(sliced, shape, x.type),
+                                         aclnn.int_array(flips), call.tensor(y, shape, x.type));
 }
 
 // ONNX Split: sizes from the 'split' input, else num_outputs chunks of ceil(d / n) (the last
@@ -365,7 +363,8 @@ Ort::Status pad(Call& call) {
   const std::vector<int64_t> pads = call.host_ints(1);
   std::vector<int64_t> all(rank);
   for (size_t k = 0; k < rank; ++k) all[k] = static_cast<int64_t>(k);
-  const std::vector<int64_t> axes = call.has_input(3) ? unique_axes(call, call.host_ints(3), rank, "axes") : all;
+  const std::vector<int64_t> axes =
+      call.has_input(3) ? unique_axes(call, call.host_ints(3), rank, "axes") : all;
   if (pads.size() != 2 * axes.size()) {
     refuse("pads " + list_str(pads) + " has " + std::to_string(pads.size()) + " values for " +
            std::to_string(axes.size()) + " axes (two per axis)");
@@ -380,20 +379,20 @@ Ort::Status pad(Call& call) {
   for (size_t k = 0; k < rank; ++k) {
     shape[k] = x.shape[k] + begin[k] + end[k];
     if (shape[k] < 0) {
-      refuse("pads " + list_str(pads) + " crop axis " + std::to_string(k) + " of input " + shape_str(x.shape) +
-             " below 0");
+      refuse("pads " + list_str(pads) + " crop axis " + std::to_string(k) + " of input " +
+             shape_str(x.shape) + " below 0");
     }
   }
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
   const aclScalar* fill = call.aclnn().scalar(value, scalar_type(x.type));
   if (rank == 0) {
-    call.aclnn().copy_on_stream(y, x.data, bytes_of(x));
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
     return Ort::Status(nullptr);
   }
   if (x.count() == 0) {  // all padding: nothing of the input to place
-    return call.aclnn().run<acl::InplaceFillScalarPrepare>("aclnnInplaceFillScalar", call.tensor(y, shape, x.type),
-                                                           fill);
+    return call.aclnn().run<acl::InplaceFillScalarPrepare>("aclnnInplaceFillScalar",
+                                                           call.tensor(y, shape, x.type), fill);
   }
   std::vector<int64_t> torch_pad;
   for (size_t k = rank; k-- > 0;) {
@@ -420,11 +419,11 @@ Ort::Status tile(Call& call) {
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
   if (shape.empty()) {
-    call.aclnn().copy_on_stream(y, x.data, bytes_of(x));
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
     return Ort::Status(nullptr);
   }
-  return call.aclnn().run<acl::IntArrayPrepare>("aclnnRepeat", call.tensor(x), call.aclnn().int_array(repeats),
-                                                call.tensor(y, shape, x.type));
+  return call.aclnn().run<acl::IntArrayPrepare>(
+      "aclnnRepeat", call.tensor(x), call.aclnn().int_array(repeats), call.tensor(y, shape, x.type));
 }
 
 Ort::Status trilu(Call& call) {
@@ -496,16 +495,31 @@ FillValue fill_value(const Call& call) {
   FillValue fill{shape.GetElementType(), 0};
   const void* data = value.GetTensorRawData();
   switch (fill.type) {
-    case kF32: fill.value = *static_cast<const float*>(data); break;
-    case kF16: fill.value = static_cast<float>(*static_cast<const Ort::Float16_t*>(data)); break;
-    case kBF16: fill.value = static_cast<float>(*static_cast<const Ort::BFloat16_t*>(data)); break;
-    case kI32: fill.value = *static_cast<const int32_t*>(data); break;
+    case kF32:
+      fill.value = *static_cast<const float*>(data);
+      break;
+    case kF16:
+      fill.value = static_cast<float>(*static_cast<const Ort::Float16_t*>(data));
+      break;
+    case kBF16:
+      fill.value = static_cast<float>(*static_cast<const Ort::BFloat16_t*>(data));
+      break;
+    case kI32:
+      fill.value = *static_cast<const int32_t*>(data);
+      break;
     // Through double, as AclnnCall::scalar takes it: exact up to 2^53.
-    case kI64: fill.value = static_cast<double>(*static_cast<const int64_t*>(data)); break;
+    case kI64:
+      fill.value = static_cast<double>(*static_cast<const int64_t*>(data));
+      break;
     case kBool:
-    case kU8: fill.value = *static_cast<const uint8_t*>(data); break;
-    case kI8: fill.value = *static_cast<const int8_t*>(data); break;
-    default: refuse("attribute 'value' has element type " + std::to_string(fill.type) + ", which the NPU lacks");
+    case kU8:
+      fill.value = *static_cast<const uint8_t*>(data);
+      break;
+    case kI8:
+      fill.value = *static_cast<const int8_t*>(data);
+      break;
+    default:
+      refuse("attribute 'value' has element type " + std::to_string(fill.type) + ", which the NPU lacks");
   }
   return fill;
 }
@@ -527,56 +541,43 @@ Ort::Status constant_of_shape(Call& call) {
   }
   void* y = call.output(0, shape);
   if (element_count(shape) == 0) return Ort::Status(nullptr);
-  return call.aclnn().run<acl::InplaceFillScalarPrepare>("aclnnInplaceFillScalar", call.tensor(y, shape, type),
+  return call.aclnn().run<acl::InplaceFillScalarPrepare>("aclnnInplaceFillScalar",
+                                                         call.tensor(y, shape, type),
                                                          call.aclnn().scalar(fill.value, scalar_type(type)));
-}
-
-Row make(const char* op, const char* aclnn, Compute compute, size_t inputs, size_t outputs,
-         std::vector<Types> signatures, std::vector<size_t> host_inputs, size_t required_inputs = SIZE_MAX) {
-  Row row{op, aclnn, compute, inputs, outputs, std::move(signatures)};
-  row.host_inputs = std::move(host_inputs);
-  row.required_inputs = required_inputs;
-  return row;
-}
-
-Row view(Row row) {
-  row.alias = true;
-  return row;
 }
 
 }  // namespace
 
 std::vector<Row> layout_rows() {
   const Types indices = {kI32, kI64};
-  const auto with_ints = each(kAll, [](auto t) { return Types{t, kI64, t}; });
+  const auto with_shape = with_index(kAll, {kI64});
   // Slice's starts, ends, axes and steps: int32 or int64, all alike.
-  std::vector<Types> slice_signatures;
-  for (const auto t : kAll)
-    for (const auto i : indices) slice_signatures.push_back({t, i, i, i, i, t});
+  const auto slice_signatures = pairs(kAll, indices, [](auto t, auto i) { return Types{t, i, i, i, i, t}; });
   // Pad's data, pads, constant_value, axes.
-  std::vector<Types> pad_signatures;
-  for (const auto t : kAll)
-    for (const auto i : indices) pad_signatures.push_back({t, kI64, t, i, t});
-  Row concat_row = make("Concat", "aclnnCat", concat, 1, 1, typed(kAll, 2), {});
-  concat_row.variadic_inputs = true;
-  Row split_row = make("Split", "aclnnSplitWithSize", split, 2, 1, with_ints, {1}, 1);
-  split_row.variadic_outputs = true;
+  const auto pad_signatures = pairs(kAll, indices, [](auto t, auto i) { return Types{t, kI64, t, i, t}; });
   return {
-      view(make("Reshape", "(view)", reshape, 2, 1, with_ints, {1})),
-      view(make("Squeeze", "(view)", squeeze, 2, 1, with_ints, {1}, 1)),
-      view(make("Unsqueeze", "(view)", unsqueeze, 2, 1, with_ints, {1})),
-      view(make("Flatten", "(view)", flatten, 1, 1, typed(kAll, 2), {})),
-      view(make("Identity", "(view)", identity, 1, 1, typed(kAll, 2), {})),
-      make("Transpose", "aclnnPermute", transpose, 1, 1, typed(kAll, 2), {}),
-      make("Expand", "aclnnExpand", expand, 2, 1, with_ints, {1}),
-      concat_row,
-      make("Slice", "aclnnSliceV2, aclnnFlip", slice, 5, 1, slice_signatures, {1, 2, 3, 4}, 3),
-      split_row,
-      make("Pad", "aclnnConstantPadNd, aclnnInplaceFillScalar", pad, 4, 1, pad_signatures, {1, 2, 3}, 2),
-      make("Tile", "aclnnRepeat", tile, 2, 1, with_ints, {1}),
-      make("Trilu", "aclnnTriu, aclnnTril", trilu, 2, 1, with_ints, {1}, 1),
-      make("Range", "aclnnArange", range, 3, 1, typed({kF32, kI32, kI64}, 4), {0, 1, 2}),
-      make("ConstantOfShape", "aclnnInplaceFillScalar", constant_of_shape, 1, 1, {{kI64, kF32}}, {0}),
+      Row{"Reshape", "(view)", reshape, 2, 1, with_shape}.on_host({1}).as_view(),
+      Row{"Squeeze", "(view)", squeeze, 2, 1, with_shape}.on_host({1}).optional_from(1).as_view(),
+      Row{"Unsqueeze", "(view)", unsqueeze, 2, 1, with_shape}.on_host({1}).as_view(),
+      Row{"Flatten", "(view)", flatten, 1, 1, typed(kAll, 2)}.as_view(),
+      Row{"Identity", "(view)", identity, 1, 1, typed(kAll, 2)}.as_view(),
+      {"Transpose", "aclnnPermute", transpose, 1, 1, typed(kAll, 2)},
+      Row{"Expand", "aclnnExpand", expand, 2, 1, with_shape}.on_host({1}),
+      Row{"Concat", "aclnnCat", concat, 1, 1, typed(kAll, 2)}.repeats_last_input(),
+      Row{"Slice", "aclnnSliceV2, aclnnFlip", slice, 5, 1, slice_signatures}
+          .on_host({1, 2, 3, 4})
+          .optional_from(3),
+      Row{"Split", "aclnnSplitWithSize", split, 2, 1, with_shape}
+          .on_host({1})
+          .optional_from(1)
+          .repeats_last_output(),
+      Row{"Pad", "aclnnConstantPadNd, aclnnInplaceFillScalar", pad, 4, 1, pad_signatures}
+          .on_host({1, 2, 3})
+          .optional_from(2),
+      Row{"Tile", "aclnnRepeat", tile, 2, 1, with_shape}.on_host({1}),
+      Row{"Trilu", "aclnnTriu, aclnnTril", trilu, 2, 1, with_shape}.on_host({1}).optional_from(1),
+      Row{"Range", "aclnnArange", range, 3, 1, typed({kF32, kI32, kI64}, 4)}.on_host({0, 1, 2}),
+      Row{"ConstantOfShape", "aclnnInplaceFillScalar", constant_of_shape, 1, 1, {{kI64, kF32}}}.on_host({0}),
   };
 }
 

@@ -89,8 +89,8 @@ Ort::Status matmul(Call& call) {
     }
   }
   return call.aclnn().run<acl::MatmulPrepare>("aclnnMatmul", call.tensor(a.data, views.a, a.type),
-                                              call.tensor(b.data, views.b, b.type), call.tensor(y, views.out, type),
-                                              acl::kKeepDtype);
+                                              call.tensor(b.data, views.b, b.type),
+                                              call.tensor(y, views.out, type), acl::kKeepDtype);
 }
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace oao::acl {
 // aclnnMatmul: self @ mat2 with numpy's rules (1 to 6 axes each, batch axes broadcast).
 // cubeMathType 0 (KEEP_DTYPE) multiplies in the inputs' type, float32 included, on A2/A3.
 using MatmulPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* mat2, const aclTensor* out,
-                                      int8_t cube_math_type, uint64_t* workspace_size, aclOpExecutor** executor);
+                                      int8_t cube_math_type, uint64_t* workspace_size,
+                                      aclOpExecutor** executor);
 inline constexpr int8_t kKeepDtype = 0;
 
 // aclnnSoftmax, aclnnLogSoftmax: along `dim` (counted from the end when negative).
@@ -19,10 +20,10 @@ using SoftmaxPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, const
 // aclnnNLLLoss (self [N, C] or [C]) and aclnnNLLLoss2d (self [N, C, H, W]): reduction 0 none,
 // 1 mean (over the weights of the targets not ignored), 2 sum; total_weight_out is written for
 // 1 and 2.
-using NllLossPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* target, const aclTensor* weight,
-                                       int64_t reduction, int64_t ignore_index, const aclTensor* out,
-                                       const aclTensor* total_weight_out, uint64_t* workspace_size,
-                                       aclOpExecutor** executor);
+using NllLossPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* target,
+                                       const aclTensor* weight, int64_t reduction, int64_t ignore_index,
+                                       const aclTensor* out, const aclTensor* total_weight_out,
+                                       uint64_t* workspace_size, aclOpExecutor** executor);
 
 // aclnnInplaceOne: every element of self_ref set to 1.
 using InplaceOnePrepare = aclnnStatus (*)(const aclTensor* self_ref, uint64_t* workspace_size,

@@ -7,40 +7,62 @@ namespace oao::standard {
 
 aclDataType acl_type_of(ONNXTensorElementDataType type) {
   switch (type) {
-    case kF32: return ACL_FLOAT;
-    case kF16: return ACL_FLOAT16;
-    case kBF16: return ACL_BF16;
-    case kI32: return ACL_INT32;
-    case kI64: return ACL_INT64;
-    case kBool: return ACL_BOOL;
-    case kU8: return ACL_UINT8;
-    case kI8: return ACL_INT8;
-    default: throw Ort::Exception("element type " + std::to_string(type) + " has no aclDataType here", ORT_FAIL);
+    case kF32:
+      return ACL_FLOAT;
+    case kF16:
+      return ACL_FLOAT16;
+    case kBF16:
+      return ACL_BF16;
+    case kI32:
+      return ACL_INT32;
+    case kI64:
+      return ACL_INT64;
+    case kBool:
+      return ACL_BOOL;
+    case kU8:
+      return ACL_UINT8;
+    case kI8:
+      return ACL_INT8;
+    default:
+      throw Ort::Exception("element type " + std::to_string(type) + " has no aclDataType here", ORT_FAIL);
   }
 }
 
 const char* type_name_of(ONNXTensorElementDataType type) {
   switch (type) {
-    case kF32: return "float32";
-    case kF16: return "float16";
-    case kBF16: return "bfloat16";
-    case kI32: return "int32";
-    case kI64: return "int64";
-    case kBool: return "bool";
-    case kU8: return "uint8";
-    case kI8: return "int8";
-    default: return "an element type without an aclDataType";
+    case kF32:
+      return "float32";
+    case kF16:
+      return "float16";
+    case kBF16:
+      return "bfloat16";
+    case kI32:
+      return "int32";
+    case kI64:
+      return "int64";
+    case kBool:
+      return "bool";
+    case kU8:
+      return "uint8";
+    case kI8:
+      return "int8";
+    default:
+      return "an element type without an aclDataType";
   }
 }
 
 size_t type_size(ONNXTensorElementDataType type) {
   switch (type) {
     case kF32:
-    case kI32: return 4;
+    case kI32:
+      return 4;
     case kF16:
-    case kBF16: return 2;
-    case kI64: return 8;
-    default: return 1;
+    case kBF16:
+      return 2;
+    case kI64:
+      return 8;
+    default:
+      return 1;
   }
 }
 
@@ -62,7 +84,8 @@ std::vector<int64_t> Call::host_ints(size_t i) const {
   const Tensor t = input(i);
   std::vector<int64_t> values(static_cast<size_t>(t.count()));
   for (size_t k = 0; k < values.size(); ++k) {
-    values[k] = t.type == kI32 ? static_cast<const int32_t*>(t.data)[k] : static_cast<const int64_t*>(t.data)[k];
+    values[k] =
+        t.type == kI32 ? static_cast<const int32_t*>(t.data)[k] : static_cast<const int64_t*>(t.data)[k];
   }
   return values;
 }
@@ -74,15 +97,23 @@ double Call::host_scalar(size_t i) const {
                          ORT_INVALID_ARGUMENT);
   }
   switch (t.type) {
-    case kF32: return *static_cast<const float*>(t.data);
-    case kF16: return static_cast<float>(*static_cast<const Ort::Float16_t*>(t.data));
-    case kBF16: return static_cast<float>(*static_cast<const Ort::BFloat16_t*>(t.data));
-    case kI32: return *static_cast<const int32_t*>(t.data);
-    case kI64: return static_cast<double>(*static_cast<const int64_t*>(t.data));
+    case kF32:
+      return *static_cast<const float*>(t.data);
+    case kF16:
+      return static_cast<float>(*static_cast<const Ort::Float16_t*>(t.data));
+    case kBF16:
+      return static_cast<float>(*static_cast<const Ort::BFloat16_t*>(t.data));
+    case kI32:
+      return *static_cast<const int32_t*>(t.data);
+    case kI64:
+      return static_cast<double>(*static_cast<const int64_t*>(t.data));
     case kBool:
-    case kU8: return *static_cast<const uint8_t*>(t.data);
-    case kI8: return *static_cast<const int8_t*>(t.data);
-    default: throw Ort::Exception("a scalar of an unsupported element type", ORT_INVALID_ARGUMENT);
+    case kU8:
+      return *static_cast<const uint8_t*>(t.data);
+    case kI8:
+      return *static_cast<const int8_t*>(t.data);
+    default:
+      throw Ort::Exception("a scalar of an unsupported element type", ORT_INVALID_ARGUMENT);
   }
 }
 
@@ -142,9 +173,9 @@ std::optional<std::string> Call::attribute_string(const char* name) const {
 int64_t Call::axis(int64_t value, size_t rank, const char* what) const {
   const auto r = static_cast<int64_t>(rank);
   if (value < -r || value >= std::max<int64_t>(r, 1)) {
-    throw Ort::Exception(std::string(what) + " " + std::to_string(value) + " is outside [" + std::to_string(-r) +
-                             ", " + std::to_string(std::max<int64_t>(r, 1) - 1) + "] for a tensor of " +
-                             std::to_string(rank) + " axes",
+    throw Ort::Exception(std::string(what) + " " + std::to_string(value) + " is outside [" +
+                             std::to_string(-r) + ", " + std::to_string(std::max<int64_t>(r, 1) - 1) +
+                             "] for a tensor of " + std::to_string(rank) + " axes",
                          ORT_INVALID_ARGUMENT);
   }
   return value < 0 ? value + r : value;
@@ -189,7 +220,8 @@ struct Kernel {
                      Call call(row.op, ctx, info, output_types, allocator.get());
                      const size_t required = std::min(row.required_inputs, row.inputs);
                      for (size_t i = 0; i < required; ++i) {
-                       if (!call.has_input(i)) return call.error("input " + std::to_string(i) + " is required");
+                       if (!call.has_input(i))
+                         return call.error("input " + std::to_string(i) + " is required");
                      }
                      return row.compute(call);
                    })
@@ -212,10 +244,11 @@ struct StandardOp : Ort::CustomOpBase<StandardOp, Kernel, true> {
     if (row.infer != nullptr) {
       OrtCustomOp::InferOutputShapeFn = [](const OrtCustomOp* op, OrtShapeInferContext* raw) -> OrtStatusPtr {
         const Row& row = static_cast<const StandardOp*>(op)->row;
-        return guarded(row.op, [&] {
-                 Ort::ShapeInferContext ctx(&Ort::GetApi(), raw);
-                 return row.infer(ctx);
-               })
+        return guarded(row.op,
+                       [&] {
+                         Ort::ShapeInferContext ctx(&Ort::GetApi(), raw);
+                         return row.infer(ctx);
+                       })
             .release();
       };
     }
@@ -246,7 +279,8 @@ struct StandardOp : Ort::CustomOpBase<StandardOp, Kernel, true> {
   size_t GetInputTypeCount() const { return inputs.size(); }
   ONNXTensorElementDataType GetInputType(size_t i) const { return inputs[i]; }
   OrtCustomOpInputOutputCharacteristic GetInputCharacteristic(size_t i) const {
-    if (row.variadic_inputs && i + 1 == inputs.size()) return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_VARIADIC;
+    if (row.variadic_inputs && i + 1 == inputs.size())
+      return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_VARIADIC;
     return i >= row.required_inputs ? OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_OPTIONAL
                                     : OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   }
@@ -258,7 +292,8 @@ struct StandardOp : Ort::CustomOpBase<StandardOp, Kernel, true> {
   size_t GetOutputTypeCount() const { return outputs.size(); }
   ONNXTensorElementDataType GetOutputType(size_t i) const { return outputs[i]; }
   OrtCustomOpInputOutputCharacteristic GetOutputCharacteristic(size_t i) const {
-    if (row.variadic_outputs && i + 1 == outputs.size()) return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_VARIADIC;
+    if (row.variadic_outputs && i + 1 == outputs.size())
+      return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_VARIADIC;
     return OrtCustomOpInputOutputCharacteristic::INPUT_OUTPUT_REQUIRED;
   }
   // Concat's inputs and Split's outputs are one type; one of them is enough.
@@ -276,7 +311,8 @@ struct StandardOp : Ort::CustomOpBase<StandardOp, Kernel, true> {
 
 void add_standard_ops(OpList& ops, const char* ep) {
   for (const Row& row : table()) {
-    for (const Types& signature : row.signatures) ops.push_back(std::make_shared<StandardOp>(row, signature, ep));
+    for (const Types& signature : row.signatures)
+      ops.push_back(std::make_shared<StandardOp>(row, signature, ep));
   }
 }
 

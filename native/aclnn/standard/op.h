@@ -44,6 +44,7 @@ struct Tensor {
   ONNXTensorElementDataType type;
   const void* data;
   int64_t count() const { return element_count(shape); }
+  size_t bytes() const { return static_cast<size_t>(count()) * type_size(type); }
 };
 
 class Call {
@@ -70,7 +71,9 @@ class Call {
   std::optional<float> attribute_float(const char* name) const;
   std::optional<std::vector<int64_t>> attribute_ints(const char* name) const;
   std::optional<std::string> attribute_string(const char* name) const;
-  int64_t attribute_int(const char* name, int64_t fallback) const { return attribute_int(name).value_or(fallback); }
+  int64_t attribute_int(const char* name, int64_t fallback) const {
+    return attribute_int(name).value_or(fallback);
+  }
   // For the attributes the getters above do not read (ConstantOfShape's tensor).
   const OrtKernelInfo* kernel_info() const { return info_; }
 
@@ -102,7 +105,8 @@ using Compute = Ort::Status (*)(Call&);
 using Infer = Ort::Status (*)(Ort::ShapeInferContext&);
 
 // One ONNX op and the aclnn function(s) it runs on: `signatures` lists, per kernel, the element
-// types of its inputs, then its outputs.
+// types of its inputs, then its outputs. What most ops do not need is set by the options after the
+// braces: Row{"Slice", ...}.on_host({1, 2, 3, 4}).optional_from(3).
 struct Row {
   const char* op;
   const char* aclnn;
@@ -116,6 +120,13 @@ struct Row {
   std::vector<size_t> host_inputs{};  // read on the host: shapes, axes, bounds
   bool alias = false;                 // output 0 may be input 0's buffer (views: Reshape)
   Infer infer = nullptr;
+
+  Row optional_from(size_t input) && { return required_inputs = input, std::move(*this); }
+  Row repeats_last_input() && { return variadic_inputs = true, std::move(*this); }
+  Row repeats_last_output() && { return variadic_outputs = true, std::move(*this); }
+  Row on_host(std::vector<size_t> slots) && { return host_inputs = std::move(slots), std::move(*this); }
+  Row as_view() && { return alias = true, std::move(*this); }
+  Row output_types_by(Infer function) && { return infer = function, std::move(*this); }
 };
 
 // The table: every standard op the NPU runs (table.cc).
@@ -124,6 +135,22 @@ const std::vector<Row>& table();
 // Signatures, one per T in `types`: `head` fixed types, then T in `slots` slots, then `tail`
 // ({T, T} -> T: typed(kNumbers, 3); Where's {bool, T, T} -> T: typed(kAll, 3, {kBool})).
 std::vector<Types> typed(const Types& types, size_t slots, const Types& head = {}, const Types& tail = {});
+
+// Signatures, one per pair (A, B) of `a` x `b`, each `make(A, B)`: the ops whose kernels pair a
+// data type with an index type (Gather: {T, I} -> T), or two data types (Cast).
+template <class Make>
+std::vector<Types> pairs(const Types& a, const Types& b, Make make) {
+  std::vector<Types> signatures;
+  for (const auto x : a)
+    for (const auto y : b) signatures.push_back(make(x, y));
+  return signatures;
+}
+
+// {T, I} -> T for T in `data` and I in `indices`: data and one index-like input (a shape, axes,
+// indices).
+inline std::vector<Types> with_index(const Types& data, const Types& indices) {
+  return pairs(data, indices, [](auto t, auto i) { return Types{t, i, t}; });
+}
 
 // Adds a kernel per signature of every row, for execution provider `ep`.
 void add_standard_ops(OpList& ops, const char* ep);

@@ -62,7 +62,7 @@ Ort::Status reduce(Call& call) {
   if (axes.empty()) {
     // noop_with_empty_axes (or a scalar): ONNX's identity, which none of the functions is.
     void* y = call.output(0, x.shape);
-    call.aclnn().copy_on_stream(y, x.data, static_cast<size_t>(x.count()) * type_size(type));
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
     return Ort::Status(nullptr);
   }
   const Shape shape = reduced_shape(x.shape, axes, keep);
@@ -84,11 +84,14 @@ Ort::Status reduce(Call& call) {
   switch (kReduction) {
     case Reduction::kSum:
       // float16 and bfloat16 accumulate in float32 on the device (the vendor's ReduceSum kernel).
-      return call.aclnn().run<acl::ReduceDtypePrepare>("aclnnReduceSum", self, dims, keep, acl_type_of(type), out);
+      return call.aclnn().run<acl::ReduceDtypePrepare>("aclnnReduceSum", self, dims, keep, acl_type_of(type),
+                                                       out);
     case Reduction::kMean:
       return call.aclnn().run<acl::ReduceDtypePrepare>("aclnnMean", self, dims, keep, acl_type_of(type), out);
-    case Reduction::kMax: return call.aclnn().run<acl::ReducePrepare>("aclnnAmax", self, dims, keep, out);
-    case Reduction::kMin: return call.aclnn().run<acl::ReducePrepare>("aclnnAmin", self, dims, keep, out);
+    case Reduction::kMax:
+      return call.aclnn().run<acl::ReducePrepare>("aclnnAmax", self, dims, keep, out);
+    case Reduction::kMin:
+      return call.aclnn().run<acl::ReducePrepare>("aclnnAmin", self, dims, keep, out);
   }
   return Ort::Status(nullptr);
 }
@@ -97,8 +100,9 @@ Ort::Status reduce(Call& call) {
 int64_t host_int(Call& call, size_t i, const char* what) {
   const std::vector<int64_t> values = call.host_ints(i);
   if (values.size() != 1) {
-    throw Ort::Exception(std::string("input '") + what + "' " + shape_str(call.input(i).shape) + " must hold one value",
-                         ORT_INVALID_ARGUMENT);
+    throw Ort::Exception(
+        std::string("input '") + what + "' " + shape_str(call.input(i).shape) + " must hold one value",
+        ORT_INVALID_ARGUMENT);
   }
   return values[0];
 }
@@ -117,7 +121,8 @@ Ort::Status cumsum(Call& call) {
   if (!exclusive && !reverse) {
     return call.aclnn().run<acl::CumsumPrepare>("aclnnCumsum", call.tensor(x), axis, acl_type_of(type), out);
   }
-  return call.aclnn().run<acl::CumsumV2Prepare>("aclnnCumsumV2", call.tensor(x), axis, exclusive, reverse, out);
+  return call.aclnn().run<acl::CumsumV2Prepare>("aclnnCumsumV2", call.tensor(x), axis, exclusive, reverse,
+                                                out);
 }
 
 Ort::Status argmax(Call& call) {
@@ -125,7 +130,8 @@ Ort::Status argmax(Call& call) {
   const int64_t axis = call.axis(call.attribute_int("axis", 0), x.shape.size(), "axis");
   const bool keep = call.attribute_int("keepdims", 1) != 0;
   if (call.attribute_int("select_last_index", 0) != 0) {
-    return call.error("select_last_index=1 is not supported: aclnnArgMax gives the first index of the maximum");
+    return call.error(
+        "select_last_index=1 is not supported: aclnnArgMax gives the first index of the maximum");
   }
   const Shape shape = x.shape.empty() ? Shape{} : reduced_shape(x.shape, {axis}, keep);
   if (!x.shape.empty() && x.shape[axis] == 0 && element_count(shape) > 0) {
@@ -159,39 +165,29 @@ Ort::Status topk(Call& call) {
                                             call.tensor(indices, shape, kI64));
 }
 
-// {T, head..., T, tail...} for each T: an op whose data input and output share T.
-std::vector<Types> each(const Types& types, const Types& middle, const Types& tail = {}) {
-  std::vector<Types> signatures;
-  for (const auto type : types) {
-    Types signature = {type};
-    signature.insert(signature.end(), middle.begin(), middle.end());
-    signature.push_back(type);
-    signature.insert(signature.end(), tail.begin(), tail.end());
-    signatures.push_back(signature);
-  }
-  return signatures;
-}
-
-std::vector<Types> cumsum_signatures() {
-  std::vector<Types> signatures = each(kNumbers, {kI32});
-  for (Types& signature : each(kNumbers, {kI64})) signatures.push_back(signature);
-  return signatures;
-}
-
 }  // namespace
 
 std::vector<Row> reduce_rows() {
   const Types max_min_types = {kF32, kF16, kBF16, kI32, kI64, kBool};
-  std::vector<Types> argmax_signatures;
-  for (const auto type : kNumbers) argmax_signatures.push_back({type, kI64});
+  // CumSum's axis: int32 or int64.
+  const auto cumsum_signatures = with_index(kNumbers, {kI32, kI64});
+  const auto topk_signatures = pairs(kNumbers, {kI64}, [](auto t, auto k) { return Types{t, k, t, kI64}; });
   return {
-      {"ReduceSum", "aclnnReduceSum", reduce<Reduction::kSum>, 2, 1, each(kNumbers, {kI64}), 1, false, false, {1}},
-      {"ReduceMean", "aclnnMean", reduce<Reduction::kMean>, 2, 1, each(kFloats, {kI64}), 1, false, false, {1}},
-      {"ReduceMax", "aclnnAmax", reduce<Reduction::kMax>, 2, 1, each(max_min_types, {kI64}), 1, false, false, {1}},
-      {"ReduceMin", "aclnnAmin", reduce<Reduction::kMin>, 2, 1, each(max_min_types, {kI64}), 1, false, false, {1}},
-      {"CumSum", "aclnnCumsum, aclnnCumsumV2", cumsum, 2, 1, cumsum_signatures(), SIZE_MAX, false, false, {1}},
-      {"ArgMax", "aclnnArgMax", argmax, 1, 1, argmax_signatures},
-      {"TopK", "aclnnTopk", topk, 2, 2, each(kNumbers, {kI64}, {kI64}), SIZE_MAX, false, false, {1}},
+      Row{"ReduceSum", "aclnnReduceSum", reduce<Reduction::kSum>, 2, 1, with_index(kNumbers, {kI64})}
+          .on_host({1})
+          .optional_from(1),
+      Row{"ReduceMean", "aclnnMean", reduce<Reduction::kMean>, 2, 1, with_index(kFloats, {kI64})}
+          .on_host({1})
+          .optional_from(1),
+      Row{"ReduceMax", "aclnnAmax", reduce<Reduction::kMax>, 2, 1, with_index(max_min_types, {kI64})}
+          .on_host({1})
+          .optional_from(1),
+      Row{"ReduceMin", "aclnnAmin", reduce<Reduction::kMin>, 2, 1, with_index(max_min_types, {kI64})}
+          .on_host({1})
+          .optional_from(1),
+      Row{"CumSum", "aclnnCumsum, aclnnCumsumV2", cumsum, 2, 1, cumsum_signatures}.on_host({1}),
+      {"ArgMax", "aclnnArgMax", argmax, 1, 1, typed(kNumbers, 1, {}, {kI64})},
+      Row{"TopK", "aclnnTopk", topk, 2, 2, topk_signatures}.on_host({1}),
   };
 }
 

@@ -12,14 +12,17 @@ using ReduceDtypePrepare = aclnnStatus (*)(const aclTensor* self, const aclIntAr
                                            aclOpExecutor** executor);
 // aclnnAmax, aclnnAmin: out = max (min) of self over dim.
 using ReducePrepare = aclnnStatus (*)(const aclTensor* self, const aclIntArray* dim, bool keepDim,
-                                      const aclTensor* out, uint64_t* workspace_size, aclOpExecutor** executor);
+                                      const aclTensor* out, uint64_t* workspace_size,
+                                      aclOpExecutor** executor);
 // aclnnCumsum: inclusive running sums along dim, computed as dtype (out's type).
-using CumsumPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, aclDataType dtype, const aclTensor* out,
-                                      uint64_t* workspace_size, aclOpExecutor** executor);
+using CumsumPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, aclDataType dtype,
+                                      const aclTensor* out, uint64_t* workspace_size,
+                                      aclOpExecutor** executor);
 // aclnnCumsumV2: running sums along dim; exclusive leaves each element out of its own sum, reverse
 // runs from the end of the axis.
 using CumsumV2Prepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, bool exclusive, bool reverse,
-                                        const aclTensor* out, uint64_t* workspace_size, aclOpExecutor** executor);
+                                        const aclTensor* out, uint64_t* workspace_size,
+                                        aclOpExecutor** executor);
 // aclnnArgMax: out (int32 or int64) = index of the maximum along dim.
 using ArgMaxPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, bool keepdim, const aclTensor* out,
                                       uint64_t* workspace_size, aclOpExecutor** executor);

@@ -13,8 +13,8 @@ namespace {
 constexpr size_t kMaxSoftmaxRank = 8;  // aclnnSoftmax's and aclnnLogSoftmax's pages
 
 // aclnnSoftmax or aclnnLogSoftmax of `x` along `axis` into `y` (both of `shape`).
-Ort::Status run_softmax(Call& call, const char* function, const void* x, void* y, const Shape& shape, int64_t axis,
-                        ONNXTensorElementDataType type) {
+Ort::Status run_softmax(Call& call, const char* function, const void* x, void* y, const Shape& shape,
+                        int64_t axis, ONNXTensorElementDataType type) {
   Shape view = shape;
   int64_t dim = axis;
   if (shape.size() > kMaxSoftmaxRank) {
@@ -24,7 +24,8 @@ Ort::Status run_softmax(Call& call, const char* function, const void* x, void* y
     view = {outer, shape[axis], inner};
     dim = 1;
   }
-  return call.aclnn().run<acl::SoftmaxPrepare>(function, call.tensor(x, view, type), dim, call.tensor(y, view, type));
+  return call.aclnn().run<acl::SoftmaxPrepare>(function, call.tensor(x, view, type), dim,
+                                               call.tensor(y, view, type));
 }
 
 template <const char* kFunction>
@@ -49,8 +50,9 @@ int64_t reduction_code(const Call& call) {
   if (reduction == "none") return 0;
   if (reduction == "mean") return 1;
   if (reduction == "sum") return 2;
-  throw Ort::Exception("attribute 'reduction' is \"" + reduction + "\"; it must be \"none\", \"mean\" or \"sum\"",
-                       ORT_INVALID_ARGUMENT);
+  throw Ort::Exception(
+      "attribute 'reduction' is \"" + reduction + "\"; it must be \"none\", \"mean\" or \"sum\"",
+      ORT_INVALID_ARGUMENT);
 }
 
 // Valid targets lie in [0, C): with no ignore_index, a negative one ignores none of them. -100
@@ -69,12 +71,13 @@ Ort::Status nll_loss(Call& call, const void* log_prob, const Shape& shape, const
   want.insert(want.end(), shape.begin() + 2, shape.end());
   if (target.shape != want) {
     return call.error(std::string("input '") + names.target + "' " + shape_str(target.shape) + " must be " +
-                      shape_str(want) + " ([N, d1, ..., dk] of '" + names.input + "' " + shape_str(shape) + ")");
+                      shape_str(want) + " ([N, d1, ..., dk] of '" + names.input + "' " + shape_str(shape) +
+                      ")");
   }
   const int64_t classes = shape[1];
   if (call.has_input(2) && call.input(2).shape != Shape{classes}) {
-    return call.error(std::string("input '") + names.weight + "' " + shape_str(call.input(2).shape) + " must be [" +
-                      std::to_string(classes) + "] (one weight per class)");
+    return call.error(std::string("input '") + names.weight + "' " + shape_str(call.input(2).shape) +
+                      " must be [" + std::to_string(classes) + "] (one weight per class)");
   }
   const int64_t reduction = reduction_code(call);
   const int64_t ignore_index = call.attribute_int("ignore_index").value_or(kIgnoreNone);
@@ -90,7 +93,8 @@ Ort::Status nll_loss(Call& call, const void* log_prob, const Shape& shape, const
     // The functions take no NULL weight: ONNX's absent one is all ones.
     void* ones = aclnn.scratch(static_cast<size_t>(classes) * type_size(type));
     if (classes > 0) {
-      Ort::Status status = aclnn.run<acl::InplaceOnePrepare>("aclnnInplaceOne", call.tensor(ones, {classes}, type));
+      Ort::Status status =
+          aclnn.run<acl::InplaceOnePrepare>("aclnnInplaceOne", call.tensor(ones, {classes}, type));
       if (!status.IsOK()) return status;
     }
     weight = ones;
@@ -99,9 +103,9 @@ Ort::Status nll_loss(Call& call, const void* log_prob, const Shape& shape, const
   const aclTensor* weight_t = call.tensor(weight, {classes}, type);
   const aclTensor* total_t = call.tensor(total_weight, {1}, type);
   if (shape.size() == 2) {
-    return aclnn.run<acl::NllLossPrepare>("aclnnNLLLoss", call.tensor(log_prob, shape, type), call.tensor(target),
-                                          weight_t, reduction, ignore_index,
-                                          call.tensor(loss, reduction == 0 ? target.shape : Shape{}, type), total_t);
+    return aclnn.run<acl::NllLossPrepare>(
+        "aclnnNLLLoss", call.tensor(log_prob, shape, type), call.tensor(target), weight_t, reduction,
+        ignore_index, call.tensor(loss, reduction == 0 ? target.shape : Shape{}, type), total_t);
   }
   Shape self = shape, labels = target.shape;
   if (shape.size() != 4) {
@@ -110,10 +114,9 @@ Ort::Status nll_loss(Call& call, const void* log_prob, const Shape& shape, const
     self = {shape[0], classes, spatial, 1};
     labels = {shape[0], spatial, 1};
   }
-  return aclnn.run<acl::NllLossPrepare>("aclnnNLLLoss2d", call.tensor(log_prob, self, type),
-                                        call.tensor(target.data, labels, target.type), weight_t, reduction,
-                                        ignore_index, call.tensor(loss, reduction == 0 ? labels : Shape{}, type),
-                                        total_t);
+  return aclnn.run<acl::NllLossPrepare>(
+      "aclnnNLLLoss2d", call.tensor(log_prob, self, type), call.tensor(target.data, labels, target.type),
+      weight_t, reduction, ignore_index, call.tensor(loss, reduction == 0 ? labels : Shape{}, type), total_t);
 }
 
 Ort::Status negative_log_likelihood_loss(Call& call) {
@@ -125,11 +128,12 @@ Ort::Status negative_log_likelihood_loss(Call& call) {
 Ort::Status softmax_cross_entropy_loss(Call& call) {
   const Tensor scores = call.input(0);
   if (scores.shape.size() < 2) {
-    return call.error("input 'scores' " + shape_str(scores.shape) + " must have at least 2 axes [N, C, d1, ..., dk]");
+    return call.error("input 'scores' " + shape_str(scores.shape) +
+                      " must have at least 2 axes [N, C, d1, ..., dk]");
   }
   const ONNXTensorElementDataType type = call.output_type(0);
   void* log_prob = call.output_count() > 1 ? call.output(1, scores.shape) : nullptr;
-  if (log_prob == nullptr) log_prob = call.aclnn().scratch(static_cast<size_t>(scores.count()) * type_size(type));
+  if (log_prob == nullptr) log_prob = call.aclnn().scratch(scores.bytes());
   if (scores.count() > 0) {
     Ort::Status status = run_softmax(call, "aclnnLogSoftmax", scores.data, log_prob, scores.shape, 1, type);
     if (!status.IsOK()) return status;
@@ -140,23 +144,21 @@ Ort::Status softmax_cross_entropy_loss(Call& call) {
 constexpr char kSoftmax[] = "aclnnSoftmax", kLogSoftmax[] = "aclnnLogSoftmax";
 
 // {T, Tind, T} -> T for each float T and integer Tind.
-std::vector<Types> loss_signatures() {
-  std::vector<Types> signatures;
-  for (const auto type : kFloats)
-    for (const auto index : {kI32, kI64}) signatures.push_back({type, index, type, type});
-  return signatures;
-}
-
 }  // namespace
 
 std::vector<Row> softmax_rows() {
+  // Scores, labels (int32 or int64), weights, then the loss.
+  const auto losses = pairs(kFloats, {kI32, kI64}, [](auto t, auto i) { return Types{t, i, t, t}; });
   return {
       {"Softmax", kSoftmax, softmax<kSoftmax>, 1, 1, typed(kFloats, 2)},
       {"LogSoftmax", kLogSoftmax, softmax<kLogSoftmax>, 1, 1, typed(kFloats, 2)},
-      {"NegativeLogLikelihoodLoss", "aclnnNLLLoss, aclnnNLLLoss2d, aclnnInplaceOne", negative_log_likelihood_loss, 3,
-       1, loss_signatures(), 2},
-      {"SoftmaxCrossEntropyLoss", "aclnnLogSoftmax, aclnnNLLLoss, aclnnNLLLoss2d, aclnnInplaceOne",
-       softmax_cross_entropy_loss, 3, 1, loss_signatures(), 2, false, true},
+      Row{"NegativeLogLikelihoodLoss", "aclnnNLLLoss, aclnnNLLLoss2d, aclnnInplaceOne",
+          negative_log_likelihood_loss, 3, 1, losses}
+          .optional_from(2),
+      Row{"SoftmaxCrossEntropyLoss", "aclnnLogSoftmax, aclnnNLLLoss, aclnnNLLLoss2d, aclnnInplaceOne",
+          softmax_cross_entropy_loss, 3, 1, losses}
+          .optional_from(2)
+          .repeats_last_output(),
   };
 }
 

@@ -29,12 +29,15 @@ void write(const aclTensor& t, const std::vector<double>& values) {
   }
   std::vector<int64_t> ints(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    ints[i] = t.dtype == ACL_BOOL ? values[i] != 0 : std::isfinite(values[i]) ? static_cast<int64_t>(values[i]) : 0;
+    ints[i] = t.dtype == ACL_BOOL        ? values[i] != 0
+              : std::isfinite(values[i]) ? static_cast<int64_t>(values[i])
+                                         : 0;
   }
   write_ints(t, ints);
 }
 
-std::vector<int64_t> broadcast_shape(const aclTensor& a, const char* a_name, const aclTensor& b, const char* b_name) {
+std::vector<int64_t> broadcast_shape(const aclTensor& a, const char* a_name, const aclTensor& b,
+                                     const char* b_name) {
   const size_t rank = std::max(a.dims.size(), b.dims.size());
   std::vector<int64_t> out(rank);
   for (size_t k = 0; k < rank; ++k) {
@@ -86,13 +89,15 @@ void check_out_shape(const aclTensor& out, const char* name, const std::vector<i
 
 const std::vector<int64_t>& need_array(const aclIntArray* array, const char* name) {
   if (array == nullptr) fail(kErrParamNullptr, std::string(name) + " is NULL");
-  if (!hooks().is_live(Kind::kIntArray, array)) fail(kErrParamInvalid, std::string(name) + " is not a live aclIntArray");
+  if (!hooks().is_live(Kind::kIntArray, array))
+    fail(kErrParamInvalid, std::string(name) + " is not a live aclIntArray");
   return array->values;
 }
 
 const aclScalar& need_scalar(const aclScalar* scalar, const char* name) {
   if (scalar == nullptr) fail(kErrParamNullptr, std::string(name) + " is NULL");
-  if (!hooks().is_live(Kind::kScalar, scalar)) fail(kErrParamInvalid, std::string(name) + " is not a live aclScalar");
+  if (!hooks().is_live(Kind::kScalar, scalar))
+    fail(kErrParamInvalid, std::string(name) + " is not a live aclScalar");
   return *scalar;
 }
 

@@ -31,7 +31,8 @@ Plan binary(const aclTensor* self_p, const aclTensor* other_p, const aclTensor* 
   check_out_shape(out, "out", shape);
   auto compute = [self_p, other_p, out_p, shape, f] {
     const std::vector<double> a = read(*self_p), b = read(*other_p);
-    const std::vector<int64_t> ia = broadcast_index(shape, self_p->dims), ib = broadcast_index(shape, other_p->dims);
+    const std::vector<int64_t> ia = broadcast_index(shape, self_p->dims),
+                               ib = broadcast_index(shape, other_p->dims);
     std::vector<double> y(ia.size());
     for (size_t i = 0; i < y.size(); ++i) y[i] = f(a[ia[i]], b[ib[i]]);
     write(*out_p, y);
@@ -61,45 +62,34 @@ double exact_sum(double a, double b, double alpha, bool integer) {
   return static_cast<double>(static_cast<int64_t>(a) + static_cast<int64_t>(alpha) * static_cast<int64_t>(b));
 }
 
-constexpr std::initializer_list<aclDataType> kBoolOnly = {ACL_BOOL};
-
 }  // namespace
 
-// The two phases of an elementwise function `name` whose first phase builds its plan with `body`.
-#define ACLEMU_TWO_PHASES(name, params, ...)                                                               \
-  ACLEMU_API aclnnStatus name##GetWorkspaceSize params {                                                   \
-    return prepare(#name "GetWorkspaceSize", #name, workspaceSize, executor, [&] { return __VA_ARGS__; }); \
-  }                                                                                                        \
-  ACLEMU_API aclnnStatus name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,            \
-                              aclrtStream stream) {                                                        \
-    return launch(#name, workspace, workspaceSize, executor, stream);                                      \
-  }                                                                                                        \
-  static_assert(std::is_same_v<decltype(&name), oao::acl::Launch>);
-
-#define ACLEMU_ALPHA_BINARY(name, sign)                                                                        \
-  ACLEMU_TWO_PHASES(name,                                                                                      \
-                    (const aclTensor* self, const aclTensor* other, const aclScalar* alpha, const aclTensor* out,    \
-                     uint64_t* workspaceSize, aclOpExecutor** executor),                                       \
-                    [&] {                                                                                      \
-                      const double a = need_scalar(alpha, "alpha").value;                                      \
-                      const bool integer = self != nullptr && is_integer(self->dtype);                         \
-                      return binary(                                                                           \
-                          self, other, out,                                                                    \
-                          [a, integer](double x, double y) { return exact_sum(x, y, (sign) * a, integer); },   \
-                          kNumberTypes, kNumberTypes);                                                         \
-                    }())                                                                                       \
+#define ACLEMU_ALPHA_BINARY(name, sign)                                                                      \
+  ACLEMU_TWO_PHASES(name,                                                                                    \
+                    (const aclTensor* self, const aclTensor* other, const aclScalar* alpha,                  \
+                     const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),               \
+                    [&] {                                                                                    \
+                      const double a = need_scalar(alpha, "alpha").value;                                    \
+                      const bool integer = self != nullptr && is_integer(self->dtype);                       \
+                      return binary(                                                                         \
+                          self, other, out,                                                                  \
+                          [a, integer](double x, double y) { return exact_sum(x, y, (sign) * a, integer); }, \
+                          kNumberTypes, kNumberTypes);                                                       \
+                    }())                                                                                     \
   static_assert(std::is_same_v<decltype(&name##GetWorkspaceSize), oao::acl::AlphaBinaryPrepare>);
 
-#define ACLEMU_BINARY(name, types, out_types, f)                                                            \
-  ACLEMU_TWO_PHASES(name,                                                                                   \
-                    (const aclTensor* self, const aclTensor* other, const aclTensor* out, uint64_t* workspaceSize, \
-                     aclOpExecutor** executor),                                                             \
-                    binary(self, other, out, f, types, out_types))                                          \
+#define ACLEMU_BINARY(name, types, out_types, f)                                          \
+  ACLEMU_TWO_PHASES(name,                                                                 \
+                    (const aclTensor* self, const aclTensor* other, const aclTensor* out, \
+                     uint64_t* workspaceSize, aclOpExecutor** executor),                  \
+                    binary(self, other, out, f, types, out_types))                        \
   static_assert(std::is_same_v<decltype(&name##GetWorkspaceSize), oao::acl::BinaryPrepare>);
 
-#define ACLEMU_UNARY(name, types, f)                                                                         \
-  ACLEMU_TWO_PHASES(name, (const aclTensor* self, const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor), \
-                    unary(self, out, f, types))                                                              \
+#define ACLEMU_UNARY(name, types, f)                                                                    \
+  ACLEMU_TWO_PHASES(                                                                                    \
+      name,                                                                                             \
+      (const aclTensor* self, const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor), \
+      unary(self, out, f, types))                                                                       \
   static_assert(std::is_same_v<decltype(&name##GetWorkspaceSize), oao::acl::UnaryPrepare>);
 
 ACLEMU_ALPHA_BINARY(aclnnAdd, 1.0)
@@ -110,21 +100,26 @@ ACLEMU_BINARY(aclnnMaximum, kNumberTypes, kNumberTypes,
               [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); })
 ACLEMU_BINARY(aclnnMinimum, kNumberTypes, kNumberTypes,
               [](double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); })
-ACLEMU_BINARY(aclnnPowTensorTensor, kNumberTypes, kNumberTypes, [](double a, double b) { return std::pow(a, b); })
+ACLEMU_BINARY(aclnnPowTensorTensor, kNumberTypes, kNumberTypes,
+              [](double a, double b) { return std::pow(a, b); })
 ACLEMU_BINARY(aclnnEqTensor, kAllTypes, kAllTypes, [](double a, double b) { return double(a == b); })
 ACLEMU_BINARY(aclnnLtTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a < b); })
 ACLEMU_BINARY(aclnnLeTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a <= b); })
 ACLEMU_BINARY(aclnnGtTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a > b); })
 ACLEMU_BINARY(aclnnGeTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a >= b); })
-ACLEMU_BINARY(aclnnLogicalAnd, kAllTypes, kAllTypes, [](double a, double b) { return double(a != 0 && b != 0); })
-ACLEMU_BINARY(aclnnLogicalOr, kAllTypes, kAllTypes, [](double a, double b) { return double(a != 0 || b != 0); })
-ACLEMU_BINARY(aclnnLogicalXor, kAllTypes, kAllTypes, [](double a, double b) { return double((a != 0) != (b != 0)); })
+ACLEMU_BINARY(aclnnLogicalAnd, kAllTypes, kAllTypes,
+              [](double a, double b) { return double(a != 0 && b != 0); })
+ACLEMU_BINARY(aclnnLogicalOr, kAllTypes, kAllTypes,
+              [](double a, double b) { return double(a != 0 || b != 0); })
+ACLEMU_BINARY(aclnnLogicalXor, kAllTypes, kAllTypes,
+              [](double a, double b) { return double((a != 0) != (b != 0)); })
 
 ACLEMU_TWO_PHASES(aclnnDivMod,
-                  (const aclTensor* self, const aclTensor* other, int mode, const aclTensor* out, uint64_t* workspaceSize,
-                   aclOpExecutor** executor),
+                  (const aclTensor* self, const aclTensor* other, int mode, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
                   [&] {
-                    if (mode < 0 || mode > 2) fail(kErrParamInvalid, "mode must be 0, 1 or 2, got " + std::to_string(mode));
+                    if (mode < 0 || mode > 2)
+                      fail(kErrParamInvalid, "mode must be 0, 1 or 2, got " + std::to_string(mode));
                     const bool integer = self != nullptr && is_integer(self->dtype);
                     return binary(
                         self, other, out,
@@ -137,7 +132,9 @@ ACLEMU_TWO_PHASES(aclnnDivMod,
                   }())
 static_assert(std::is_same_v<decltype(&aclnnDivModGetWorkspaceSize), oao::acl::DivModPrepare>);
 
-ACLEMU_TWO_PHASES(aclnnLogicalNot, (const aclTensor* self, const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+ACLEMU_TWO_PHASES(aclnnLogicalNot,
+                  (const aclTensor* self, const aclTensor* out, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
                   unary(self, out, [](double a) { return double(a == 0); }, kAllTypes, false))
 static_assert(std::is_same_v<decltype(&aclnnLogicalNotGetWorkspaceSize), oao::acl::UnaryPrepare>);
 
@@ -157,8 +154,8 @@ ACLEMU_UNARY(aclnnFloor, kFloatTypes, [](double a) { return std::floor(a); })
 ACLEMU_UNARY(aclnnCeil, kFloatTypes, [](double a) { return std::ceil(a); })
 
 ACLEMU_TWO_PHASES(aclnnSWhere,
-                  (const aclTensor* condition, const aclTensor* self, const aclTensor* other, const aclTensor* out,
-                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  (const aclTensor* condition, const aclTensor* self, const aclTensor* other,
+                   const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
                   [&] {
                     const aclTensor& c = need(condition, "condition");
                     check_dtype(c, "condition", {ACL_BOOL, ACL_UINT8});
@@ -171,11 +168,13 @@ ACLEMU_TWO_PHASES(aclnnSWhere,
                     const std::vector<int64_t> values = broadcast_shape(s, "self", o, "other");
                     aclTensor shaped = s;
                     shaped.dims = values;
-                    const std::vector<int64_t> shape = broadcast_shape(c, "condition", shaped, "self and other");
+                    const std::vector<int64_t> shape =
+                        broadcast_shape(c, "condition", shaped, "self and other");
                     check_out_shape(y, "out", shape);
                     auto compute = [condition, self, other, out, shape] {
                       const std::vector<double> cv = read(*condition), sv = read(*self), ov = read(*other);
-                      const auto ic = broadcast_index(shape, condition->dims), is = broadcast_index(shape, self->dims),
+                      const auto ic = broadcast_index(shape, condition->dims),
+                                 is = broadcast_index(shape, self->dims),
                                  io = broadcast_index(shape, other->dims);
                       std::vector<double> r(ic.size());
                       for (size_t i = 0; i < r.size(); ++i) r[i] = cv[ic[i]] != 0 ? sv[is[i]] : ov[io[i]];
@@ -194,7 +193,8 @@ ACLEMU_TWO_PHASES(aclnnCast,
                     check_dtype(x, "self", kAllTypes);
                     check_dtype(y, "out", kAllTypes);
                     if (y.dtype != dtype) {
-                      fail(kErrParamInvalid, "dtype " + dtype_name(dtype) + " is not out's " + dtype_name(y.dtype));
+                      fail(kErrParamInvalid,
+                           "dtype " + dtype_name(dtype) + " is not out's " + dtype_name(y.dtype));
                     }
                     check_out_shape(y, "out", x.dims);
                     auto compute = [self, out] {

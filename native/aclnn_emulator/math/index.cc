@@ -21,8 +21,9 @@ using namespace aclemu::math;
 constexpr size_t kMaxRank = 8;
 constexpr std::initializer_list<aclDataType> kIndexTypes = {ACL_INT32, ACL_INT64};
 // What a gather copies: every type of the pages with an element size here (no complex types).
-constexpr std::initializer_list<aclDataType> kCopyTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_INT32, ACL_INT64,
-                                                           ACL_INT16, ACL_INT8,  ACL_UINT8, ACL_BOOL,  ACL_DOUBLE};
+constexpr std::initializer_list<aclDataType> kCopyTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_INT32,
+                                                           ACL_INT64, ACL_INT16,   ACL_INT8, ACL_UINT8,
+                                                           ACL_BOOL,  ACL_DOUBLE};
 
 void check_max_rank(const aclTensor& t, const char* name) {
   if (t.dims.size() > kMaxRank) {
@@ -30,10 +31,11 @@ void check_max_rank(const aclTensor& t, const char* name) {
   }
 }
 
-void check_dims(const aclTensor& t, const char* name, const std::vector<int64_t>& want, const std::string& rule) {
+void check_dims(const aclTensor& t, const char* name, const std::vector<int64_t>& want,
+                const std::string& rule) {
   if (t.dims != want) {
-    fail(kErrParamInvalid, std::string(name) + " shape " + shape_text(t.dims) + " must be " + shape_text(want) + " (" +
-                               rule + ")");
+    fail(kErrParamInvalid, std::string(name) + " shape " + shape_text(t.dims) + " must be " +
+                               shape_text(want) + " (" + rule + ")");
   }
 }
 
@@ -52,8 +54,8 @@ int64_t wrap_dim(int64_t dim, size_t rank) {
 int64_t checked(int64_t value, int64_t size, bool from_end, const char* name) {
   const int64_t lo = from_end ? -size : 0;
   if (value < lo || value >= size) {
-    fail(kErrRuntime, std::string(name) + " holds " + std::to_string(value) + ", outside [" + std::to_string(lo) +
-                          ", " + std::to_string(size - 1) + "] of the axis it indexes");
+    fail(kErrRuntime, std::string(name) + " holds " + std::to_string(value) + ", outside [" +
+                          std::to_string(lo) + ", " + std::to_string(size - 1) + "] of the axis it indexes");
   }
   return value < 0 ? value + size : value;
 }
@@ -157,7 +159,8 @@ Plan gather_v2(const aclTensor* self_p, int64_t dim, const aclTensor* index_p, c
     const auto n = static_cast<int64_t>(idx.size());
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t j = 0; j < n; ++j) {
-        for (int64_t i = 0; i < inner; ++i) mover.move((o * size + idx[j]) * inner + i, (o * n + j) * inner + i);
+        for (int64_t i = 0; i < inner; ++i)
+          mover.move((o * size + idx[j]) * inner + i, (o * n + j) * inner + i);
       }
     }
   };
@@ -260,8 +263,8 @@ void reduce_into(std::vector<V>& acc, const std::vector<V>& values, const std::v
 }
 
 // out = self, then out[to[i]] (op) src[from[i]] for each i: 0 replaces, 1 adds, 2 multiplies.
-void scatter_values(const aclTensor& self, const aclTensor& src, const aclTensor& out, const std::vector<int64_t>& to,
-                    const std::vector<int64_t>& from, int64_t op) {
+void scatter_values(const aclTensor& self, const aclTensor& src, const aclTensor& out,
+                    const std::vector<int64_t>& to, const std::vector<int64_t>& from, int64_t op) {
   if (is_float(self.dtype)) {
     std::vector<double> acc = read(self);
     reduce_into(acc, read(src), to, from, op);
@@ -273,8 +276,8 @@ void scatter_values(const aclTensor& self, const aclTensor& src, const aclTensor
   }
 }
 
-Plan scatter(const aclTensor* self_p, int64_t dim, const aclTensor* index_p, const aclTensor* src_p, int64_t reduce,
-             const aclTensor* out_p) {
+Plan scatter(const aclTensor* self_p, int64_t dim, const aclTensor* index_p, const aclTensor* src_p,
+             int64_t reduce, const aclTensor* out_p) {
   const aclTensor& self = need(self_p, "self");
   const aclTensor& index = need(index_p, "index");
   const aclTensor& src = need(src_p, "src");
@@ -287,11 +290,12 @@ Plan scatter(const aclTensor* self_p, int64_t dim, const aclTensor* index_p, con
   if (reduce < 0 || reduce > 2) fail(kErrParamInvalid, "reduce " + std::to_string(reduce) + " outside 0..2");
   const int64_t d = wrap_dim(dim, self.dims.size());
   check_along(self, "self", index, d);
-  if (src.dims.size() != self.dims.size()) fail(kErrParamInvalid, "src and self differ in their number of dims");
+  if (src.dims.size() != self.dims.size())
+    fail(kErrParamInvalid, "src and self differ in their number of dims");
   for (size_t k = 0; k < index.dims.size(); ++k) {
     if (index.dims[k] > src.dims[k]) {
-      fail(kErrParamInvalid, "index " + shape_text(index.dims) + " is longer than src " + shape_text(src.dims) +
-                                 " in dim " + std::to_string(k));
+      fail(kErrParamInvalid, "index " + shape_text(index.dims) + " is longer than src " +
+                                 shape_text(src.dims) + " in dim " + std::to_string(k));
     }
   }
   check_dims(out, "out", self.dims, "self's shape");
@@ -314,10 +318,12 @@ Plan scatter(const aclTensor* self_p, int64_t dim, const aclTensor* index_p, con
   return {{self_p, index_p, src_p}, {out_p}, compute};
 }
 
-Plan index_put(const aclTensor* self_p, const aclTensorList* indices_p, const aclTensor* values_p, bool accumulate) {
+Plan index_put(const aclTensor* self_p, const aclTensorList* indices_p, const aclTensor* values_p,
+               bool accumulate) {
   const aclTensor& self = need(self_p, "selfRef");
   if (indices_p == nullptr) fail(kErrParamNullptr, "indices is NULL");
-  if (!hooks().is_live(Kind::kTensorList, indices_p)) fail(kErrParamInvalid, "indices is not a live aclTensorList");
+  if (!hooks().is_live(Kind::kTensorList, indices_p))
+    fail(kErrParamInvalid, "indices is not a live aclTensorList");
   const aclTensor& values = need(values_p, "values");
   check_dtype(self, "selfRef", kAllTypes);
   check_same_dtype(values, "values", self, "selfRef");
@@ -348,7 +354,8 @@ Plan index_put(const aclTensor* self_p, const aclTensorList* indices_p, const ac
     spreads = v == t || v == 1;
   }
   if (!spreads) {
-    fail(kErrParamInvalid, "values " + shape_text(values.dims) + " does not broadcast to " + shape_text(target) +
+    fail(kErrParamInvalid, "values " + shape_text(values.dims) + " does not broadcast to " +
+                               shape_text(target) +
                                " (indices' broadcast shape, then selfRef's dims past the indexed ones)");
   }
   std::vector<const aclTensor*> ins{self_p};
@@ -358,7 +365,8 @@ Plan index_put(const aclTensor* self_p, const aclTensorList* indices_p, const ac
     if (numel(*self_p) == 0 || numel(*values_p) == 0 || list.empty()) return;  // the vendor's early returns
     const std::vector<int64_t>& dims = self_p->dims;
     const std::vector<int64_t> strides = contiguous_strides(dims);
-    const int64_t slice = numel(std::vector<int64_t>(dims.begin() + static_cast<int64_t>(list.size()), dims.end()));
+    const int64_t slice =
+        numel(std::vector<int64_t>(dims.begin() + static_cast<int64_t>(list.size()), dims.end()));
     std::vector<int64_t> starts(static_cast<size_t>(numel(tuples)), 0);
     for (size_t j = 0; j < list.size(); ++j) {
       const std::vector<int64_t> idx = read_ints(*list[j]);
@@ -371,55 +379,45 @@ Plan index_put(const aclTensor* self_p, const aclTensorList* indices_p, const ac
     for (size_t t = 0; t < starts.size(); ++t) {
       for (int64_t s = 0; s < slice; ++s) to[t * slice + s] = starts[t] + s;
     }
-    scatter_values(*self_p, *values_p, *self_p, to, broadcast_index(target, values_p->dims), accumulate ? 1 : 0);
+    scatter_values(*self_p, *values_p, *self_p, to, broadcast_index(target, values_p->dims),
+                   accumulate ? 1 : 0);
   };
   return {ins, {self_p}, compute};
 }
 
 }  // namespace
 
-// The two phases of `name`, whose first phase builds its plan with the expression after params.
-#define ACLEMU_INDEX_TWO_PHASES(name, params, ...)                                                        \
-  ACLEMU_API aclnnStatus name##GetWorkspaceSize params {                                                  \
-    return prepare(#name "GetWorkspaceSize", #name, workspaceSize, executor, [&] { return __VA_ARGS__; }); \
-  }                                                                                                       \
-  ACLEMU_API aclnnStatus name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,           \
-                              aclrtStream stream) {                                                       \
-    return launch(#name, workspace, workspaceSize, executor, stream);                                     \
-  }                                                                                                       \
-  static_assert(std::is_same_v<decltype(&name), oao::acl::Launch>);
-
-ACLEMU_INDEX_TWO_PHASES(aclnnGatherV2,
-                        (const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* out,
-                         uint64_t* workspaceSize, aclOpExecutor** executor),
-                        gather_v2(self, dim, index, out))
+ACLEMU_TWO_PHASES(aclnnGatherV2,
+                  (const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  gather_v2(self, dim, index, out))
 static_assert(std::is_same_v<decltype(&aclnnGatherV2GetWorkspaceSize), oao::acl::GatherDimPrepare>);
 
-ACLEMU_INDEX_TWO_PHASES(aclnnGather,
-                        (const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* out,
-                         uint64_t* workspaceSize, aclOpExecutor** executor),
-                        gather(self, dim, index, out))
+ACLEMU_TWO_PHASES(aclnnGather,
+                  (const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  gather(self, dim, index, out))
 static_assert(std::is_same_v<decltype(&aclnnGatherGetWorkspaceSize), oao::acl::GatherDimPrepare>);
 
-ACLEMU_INDEX_TWO_PHASES(aclnnGatherNd,
-                        (const aclTensor* self, const aclTensor* indices, bool negativeIndexSupport,
-                         const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
-                        gather_nd(self, indices, negativeIndexSupport, out))
+ACLEMU_TWO_PHASES(aclnnGatherNd,
+                  (const aclTensor* self, const aclTensor* indices, bool negativeIndexSupport,
+                   const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  gather_nd(self, indices, negativeIndexSupport, out))
 static_assert(std::is_same_v<decltype(&aclnnGatherNdGetWorkspaceSize), oao::acl::GatherNdPrepare>);
 
-ACLEMU_INDEX_TWO_PHASES(aclnnScatter,
-                        (const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* src,
-                         int64_t reduce, const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
-                        scatter(self, dim, index, src, reduce, out))
+ACLEMU_TWO_PHASES(aclnnScatter,
+                  (const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* src,
+                   int64_t reduce, const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  scatter(self, dim, index, src, reduce, out))
 static_assert(std::is_same_v<decltype(&aclnnScatterGetWorkspaceSize), oao::acl::ScatterPrepare>);
 
 // unsafe asks for the range check; without it the page promises a runtime exception on an index
 // out of range: the launch fails either way.
-ACLEMU_INDEX_TWO_PHASES(aclnnIndexPutImpl,
-                        (const aclTensor* selfRef, const aclTensorList* indices, const aclTensor* values,
-                         bool accumulate, bool unsafe, uint64_t* workspaceSize, aclOpExecutor** executor),
-                        [&] {
-                          (void)unsafe;
-                          return index_put(selfRef, indices, values, accumulate);
-                        }())
+ACLEMU_TWO_PHASES(aclnnIndexPutImpl,
+                  (const aclTensor* selfRef, const aclTensorList* indices, const aclTensor* values,
+                   bool accumulate, bool unsafe, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  [&] {
+                    (void)unsafe;
+                    return index_put(selfRef, indices, values, accumulate);
+                  }())
 static_assert(std::is_same_v<decltype(&aclnnIndexPutImplGetWorkspaceSize), oao::acl::IndexPutImplPrepare>);

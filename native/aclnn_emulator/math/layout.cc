@@ -22,17 +22,18 @@ using namespace aclemu::math;
 
 // The element types of the pages' A2/A3 lists that the emulator stores (no complex types).
 constexpr std::initializer_list<aclDataType> kWideTypes = {
-    ACL_FLOAT, ACL_FLOAT16, ACL_BF16,  ACL_DOUBLE, ACL_INT8,   ACL_INT16, ACL_INT32,
+    ACL_FLOAT, ACL_FLOAT16, ACL_BF16,   ACL_DOUBLE, ACL_INT8,   ACL_INT16, ACL_INT32,
     ACL_INT64, ACL_UINT8,   ACL_UINT16, ACL_UINT32, ACL_UINT64, ACL_BOOL};
 // aclnnExpand's and aclnnSliceV2's lists.
-constexpr std::initializer_list<aclDataType> kExpandTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_INT8,
+constexpr std::initializer_list<aclDataType> kExpandTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16,  ACL_INT8,
                                                              ACL_UINT8, ACL_INT32,   ACL_INT64, ACL_BOOL};
 // aclnnCat's list.
-constexpr std::initializer_list<aclDataType> kCatTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16,  ACL_DOUBLE, ACL_INT8,
-                                                          ACL_INT16, ACL_INT32,   ACL_INT64, ACL_UINT8,  ACL_BOOL};
+constexpr std::initializer_list<aclDataType> kCatTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16,  ACL_DOUBLE,
+                                                          ACL_INT8,  ACL_INT16,   ACL_INT32, ACL_INT64,
+                                                          ACL_UINT8, ACL_BOOL};
 // aclnnArange's out.
-constexpr std::initializer_list<aclDataType> kArangeTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16,  ACL_DOUBLE, ACL_INT8,
-                                                             ACL_INT16, ACL_INT32,   ACL_INT64, ACL_UINT8};
+constexpr std::initializer_list<aclDataType> kArangeTypes = {
+    ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_DOUBLE, ACL_INT8, ACL_INT16, ACL_INT32, ACL_INT64, ACL_UINT8};
 
 // Calls f(i, address) for each element of the view in row-major order; strides may be 0 (a
 // broadcast) or negative (a reversal).
@@ -162,7 +163,8 @@ Plan expand(const aclTensor* self_p, const aclIntArray* size_p, const aclTensor*
     const int64_t d = self.dims[k - lead];
     if (size[k] == -1) view.dims[k] = d;
     if (view.dims[k] < 0 || (d != view.dims[k] && d != 1)) {
-      fail(kErrParamInvalid, "self " + shape_text(self.dims) + " does not broadcast to size " + shape_text(size));
+      fail(kErrParamInvalid,
+           "self " + shape_text(self.dims) + " does not broadcast to size " + shape_text(size));
     }
     view.strides[k] = d == view.dims[k] ? self.strides[k - lead] : 0;
   }
@@ -175,7 +177,8 @@ bool skipped(const aclTensor& t) { return t.dims.size() == 1 && t.dims[0] == 0; 
 
 Plan cat(const aclTensorList* tensors_p, int64_t dim, const aclTensor* out_p) {
   if (tensors_p == nullptr) fail(kErrParamNullptr, "tensors is NULL");
-  if (!hooks().is_live(Kind::kTensorList, tensors_p)) fail(kErrParamInvalid, "tensors is not a live aclTensorList");
+  if (!hooks().is_live(Kind::kTensorList, tensors_p))
+    fail(kErrParamInvalid, "tensors is not a live aclTensorList");
   const aclTensor& out = need(out_p, "out");
   const std::vector<const aclTensor*> tensors = tensors_p->tensors;
   if (tensors.empty()) fail(kErrParamInvalid, "tensors is empty");
@@ -203,7 +206,8 @@ Plan cat(const aclTensorList* tensors_p, int64_t dim, const aclTensor* out_p) {
     const aclTensor& t = *tensors[i];
     if (skipped(t)) continue;
     bool same = t.dims.size() == rank;
-    for (size_t k = 0; same && k < rank; ++k) same = static_cast<int64_t>(k) == axis || t.dims[k] == first->dims[k];
+    for (size_t k = 0; same && k < rank; ++k)
+      same = static_cast<int64_t>(k) == axis || t.dims[k] == first->dims[k];
     if (!same) {
       fail(kErrParamInvalid, "tensors[" + std::to_string(i) + "] " + shape_text(t.dims) + " differs from " +
                                  shape_text(first->dims) + " outside dim " + std::to_string(axis));
@@ -240,7 +244,8 @@ Plan slice_v2(const aclTensor* self_p, const aclIntArray* starts_p, const aclInt
   const std::vector<int64_t> axes = distinct_axes(axes_given, self.dims.size(), "axes");
   aclTensor view = self;
   for (size_t i = 0; i < axes.size(); ++i) {
-    if (steps[i] < 1) fail(kErrParamInvalid, "steps[" + std::to_string(i) + "] " + std::to_string(steps[i]) + " < 1");
+    if (steps[i] < 1)
+      fail(kErrParamInvalid, "steps[" + std::to_string(i) + "] " + std::to_string(steps[i]) + " < 1");
     const int64_t n = self.dims[axes[i]];
     const int64_t start = starts[i] < -n ? 0 : starts[i] >= n ? n : (starts[i] + n) % std::max<int64_t>(n, 1);
     int64_t end = ends[i] >= n ? n : ends[i] < -n ? 0 : (ends[i] + n) % std::max<int64_t>(n, 1);
@@ -268,7 +273,8 @@ Plan flip(const aclTensor* self_p, const aclIntArray* dims_p, const aclTensor* o
   return {{self_p}, {out_p}, [view, out_p] { copy_view(view, *out_p); }};
 }
 
-Plan split_with_size(const aclTensor* self_p, const aclIntArray* sizes_p, int64_t dim, const aclTensorList* out_p) {
+Plan split_with_size(const aclTensor* self_p, const aclIntArray* sizes_p, int64_t dim,
+                     const aclTensorList* out_p) {
   const aclTensor& self = need(self_p, "self");
   const std::vector<int64_t> sizes = need_array(sizes_p, "splitSize");
   if (out_p == nullptr) fail(kErrParamNullptr, "out is NULL");
@@ -283,8 +289,9 @@ Plan split_with_size(const aclTensor* self_p, const aclIntArray* sizes_p, int64_
     total += s;
   }
   if (total != self.dims[axis]) {
-    fail(kErrParamInvalid, "splitSize " + shape_text(sizes) + " sums to " + std::to_string(total) + ", not self's " +
-                               std::to_string(self.dims[axis]) + " along dim " + std::to_string(axis));
+    fail(kErrParamInvalid, "splitSize " + shape_text(sizes) + " sums to " + std::to_string(total) +
+                               ", not self's " + std::to_string(self.dims[axis]) + " along dim " +
+                               std::to_string(axis));
   }
   if (outs.size() != sizes.size()) {
     fail(kErrParamInvalid, "out has " + std::to_string(outs.size()) + " tensors for " +
@@ -409,7 +416,8 @@ Plan triangular(const aclTensor* self_p, int64_t diagonal, const aclTensor* out_
   return {{self_p}, {out_p}, compute};
 }
 
-Plan arange(const aclScalar* start_p, const aclScalar* end_p, const aclScalar* step_p, const aclTensor* out_p) {
+Plan arange(const aclScalar* start_p, const aclScalar* end_p, const aclScalar* step_p,
+            const aclTensor* out_p) {
   const aclScalar& start = need_scalar(start_p, "start");
   const aclScalar& end = need_scalar(end_p, "end");
   const aclScalar& step = need_scalar(step_p, "step");
@@ -443,7 +451,8 @@ Plan arange(const aclScalar* start_p, const aclScalar* end_p, const aclScalar* s
           store_float(p, out_p->dtype, static_cast<float>(v));
         }
       } else {
-        store_int(p, out_p->dtype, exact ? first + i * by : static_cast<int64_t>(s + static_cast<double>(i) * d));
+        store_int(p, out_p->dtype,
+                  exact ? first + i * by : static_cast<int64_t>(s + static_cast<double>(i) * d));
       }
     });
   };
@@ -461,22 +470,11 @@ Plan inplace_fill_scalar(const aclTensor* self_p, const aclScalar* value_p) {
 
 }  // namespace
 
-// The two phases of a layout function `name` whose first phase builds its plan with `body`.
-#define ACLEMU_LAYOUT_PHASES(name, params, ...)                                                             \
-  ACLEMU_API aclnnStatus name##GetWorkspaceSize params {                                                   \
-    return prepare(#name "GetWorkspaceSize", #name, workspaceSize, executor, [&] { return __VA_ARGS__; }); \
-  }                                                                                                        \
-  ACLEMU_API aclnnStatus name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,            \
-                              aclrtStream stream) {                                                        \
-    return launch(#name, workspace, workspaceSize, executor, stream);                                      \
-  }                                                                                                        \
-  static_assert(std::is_same_v<decltype(&name), oao::acl::Launch>);
-
-#define ACLEMU_INT_ARRAY_OP(name, body)                                                                    \
-  ACLEMU_LAYOUT_PHASES(name,                                                                               \
-                       (const aclTensor* self, const aclIntArray* dims, const aclTensor* out,              \
-                        uint64_t* workspaceSize, aclOpExecutor** executor),                                \
-                       body(self, dims, out))                                                              \
+#define ACLEMU_INT_ARRAY_OP(name, body)                                                    \
+  ACLEMU_TWO_PHASES(name,                                                                  \
+                    (const aclTensor* self, const aclIntArray* dims, const aclTensor* out, \
+                     uint64_t* workspaceSize, aclOpExecutor** executor),                   \
+                    body(self, dims, out))                                                 \
   static_assert(std::is_same_v<decltype(&name##GetWorkspaceSize), oao::acl::IntArrayPrepare>);
 
 ACLEMU_INT_ARRAY_OP(aclnnPermute, permute)
@@ -484,52 +482,52 @@ ACLEMU_INT_ARRAY_OP(aclnnExpand, expand)
 ACLEMU_INT_ARRAY_OP(aclnnFlip, flip)
 ACLEMU_INT_ARRAY_OP(aclnnRepeat, repeat)
 
-ACLEMU_LAYOUT_PHASES(aclnnCat,
-                     (const aclTensorList* tensors, int64_t dim, const aclTensor* out, uint64_t* workspaceSize,
-                      aclOpExecutor** executor),
-                     cat(tensors, dim, out))
+ACLEMU_TWO_PHASES(aclnnCat,
+                  (const aclTensorList* tensors, int64_t dim, const aclTensor* out, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  cat(tensors, dim, out))
 static_assert(std::is_same_v<decltype(&aclnnCatGetWorkspaceSize), oao::acl::CatPrepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnSliceV2,
-                     (const aclTensor* self, const aclIntArray* starts, const aclIntArray* ends,
-                      const aclIntArray* axes, const aclIntArray* steps, const aclTensor* out,
-                      uint64_t* workspaceSize, aclOpExecutor** executor),
-                     slice_v2(self, starts, ends, axes, steps, out))
+ACLEMU_TWO_PHASES(aclnnSliceV2,
+                  (const aclTensor* self, const aclIntArray* starts, const aclIntArray* ends,
+                   const aclIntArray* axes, const aclIntArray* steps, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  slice_v2(self, starts, ends, axes, steps, out))
 static_assert(std::is_same_v<decltype(&aclnnSliceV2GetWorkspaceSize), oao::acl::SliceV2Prepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnSplitWithSize,
-                     (const aclTensor* self, const aclIntArray* splitSize, int64_t dim, const aclTensorList* out,
-                      uint64_t* workspaceSize, aclOpExecutor** executor),
-                     split_with_size(self, splitSize, dim, out))
+ACLEMU_TWO_PHASES(aclnnSplitWithSize,
+                  (const aclTensor* self, const aclIntArray* splitSize, int64_t dim, const aclTensorList* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  split_with_size(self, splitSize, dim, out))
 static_assert(std::is_same_v<decltype(&aclnnSplitWithSizeGetWorkspaceSize), oao::acl::SplitWithSizePrepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnConstantPadNd,
-                     (const aclTensor* self, const aclIntArray* pad, const aclScalar* value, const aclTensor* out,
-                      uint64_t* workspaceSize, aclOpExecutor** executor),
-                     constant_pad_nd(self, pad, value, out))
+ACLEMU_TWO_PHASES(aclnnConstantPadNd,
+                  (const aclTensor* self, const aclIntArray* pad, const aclScalar* value,
+                   const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  constant_pad_nd(self, pad, value, out))
 static_assert(std::is_same_v<decltype(&aclnnConstantPadNdGetWorkspaceSize), oao::acl::ConstantPadNdPrepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnTriu,
-                     (const aclTensor* self, int64_t diagonal, const aclTensor* out, uint64_t* workspaceSize,
-                      aclOpExecutor** executor),
-                     triangular(self, diagonal, out, true))
+ACLEMU_TWO_PHASES(aclnnTriu,
+                  (const aclTensor* self, int64_t diagonal, const aclTensor* out, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  triangular(self, diagonal, out, true))
 static_assert(std::is_same_v<decltype(&aclnnTriuGetWorkspaceSize), oao::acl::TriangularPrepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnTril,
-                     (const aclTensor* self, int64_t diagonal, const aclTensor* out, uint64_t* workspaceSize,
-                      aclOpExecutor** executor),
-                     triangular(self, diagonal, out, false))
+ACLEMU_TWO_PHASES(aclnnTril,
+                  (const aclTensor* self, int64_t diagonal, const aclTensor* out, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  triangular(self, diagonal, out, false))
 static_assert(std::is_same_v<decltype(&aclnnTrilGetWorkspaceSize), oao::acl::TriangularPrepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnArange,
-                     (const aclScalar* start, const aclScalar* end, const aclScalar* step, const aclTensor* out,
-                      uint64_t* workspaceSize, aclOpExecutor** executor),
-                     arange(start, end, step, out))
+ACLEMU_TWO_PHASES(aclnnArange,
+                  (const aclScalar* start, const aclScalar* end, const aclScalar* step, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  arange(start, end, step, out))
 static_assert(std::is_same_v<decltype(&aclnnArangeGetWorkspaceSize), oao::acl::ArangePrepare>);
 
-ACLEMU_LAYOUT_PHASES(aclnnInplaceFillScalar,
-                     (const aclTensor* selfRef, const aclScalar* value, uint64_t* workspaceSize,
-                      aclOpExecutor** executor),
-                     inplace_fill_scalar(selfRef, value))
-static_assert(std::is_same_v<decltype(&aclnnInplaceFillScalarGetWorkspaceSize),
-                             oao::acl::InplaceFillScalarPrepare>);
+ACLEMU_TWO_PHASES(aclnnInplaceFillScalar,
+                  (const aclTensor* selfRef, const aclScalar* value, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  inplace_fill_scalar(selfRef, value))
+static_assert(
+    std::is_same_v<decltype(&aclnnInplaceFillScalarGetWorkspaceSize), oao::acl::InplaceFillScalarPrepare>);

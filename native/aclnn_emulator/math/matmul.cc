@@ -19,7 +19,13 @@ using namespace aclemu::math;
 constexpr size_t kMaxRank = 6;
 
 // The cube units' modes (the page's cubeMathType values).
-enum CubeMath : int8_t { kKeepDtype = 0, kAllowDownPrecision = 1, kUseFp16 = 2, kUseHf32 = 3, kUseFp32Add = 4 };
+enum CubeMath : int8_t {
+  kKeepDtype = 0,
+  kAllowDownPrecision = 1,
+  kUseFp16 = 2,
+  kUseHf32 = 3,
+  kUseFp32Add = 4
+};
 
 // float32 as HFLOAT32 holds it: 11 significant bits, rounded to nearest even.
 float to_hf32(float v) {
@@ -47,25 +53,28 @@ Plan matmul(const aclTensor* self_p, const aclTensor* mat2_p, const aclTensor* o
   aclDataType promoted = self.dtype;
   if (self.dtype != mat2.dtype) {
     if (self.dtype == ACL_BF16 || mat2.dtype == ACL_BF16) {
-      fail(kErrParamInvalid, "self dtype " + dtype_name(self.dtype) + " and mat2 dtype " + dtype_name(mat2.dtype) +
+      fail(kErrParamInvalid, "self dtype " + dtype_name(self.dtype) + " and mat2 dtype " +
+                                 dtype_name(mat2.dtype) +
                                  " do not deduce on A2/A3 (BFLOAT16 pairs only with itself)");
     }
     promoted = ACL_FLOAT;
   }
   if (out.dtype != promoted && !(promoted == ACL_FLOAT16 && out.dtype == ACL_FLOAT)) {
-    fail(kErrParamInvalid, "out dtype " + dtype_name(out.dtype) + " is not the deduced " + dtype_name(promoted) +
-                               " (or FLOAT for FLOAT16 inputs)");
+    fail(kErrParamInvalid, "out dtype " + dtype_name(out.dtype) + " is not the deduced " +
+                               dtype_name(promoted) + " (or FLOAT for FLOAT16 inputs)");
   }
   if (cube < kKeepDtype || cube > kUseFp32Add) {
     fail(kErrParamInvalid, "cubeMathType " + std::to_string(cube) + " is not one of 0 to 4");
   }
-  if (cube == kUseFp16 && promoted == ACL_BF16) fail(kErrParamInvalid, "cubeMathType 2 (USE_FP16) takes no BFLOAT16");
+  if (cube == kUseFp16 && promoted == ACL_BF16)
+    fail(kErrParamInvalid, "cubeMathType 2 (USE_FP16) takes no BFLOAT16");
   if (cube == kUseHf32 && promoted != ACL_FLOAT) {
     fail(kErrParamInvalid, "cubeMathType 3 (USE_HF32) takes FLOAT only, not " + dtype_name(promoted));
   }
   for (const auto& [t, name] : {std::pair<const aclTensor*, const char*>{&self, "self"}, {&mat2, "mat2"}}) {
     if (t->dims.empty() || t->dims.size() > kMaxRank) {
-      fail(kErrParamInvalid, std::string(name) + " has " + std::to_string(t->dims.size()) + " axes, not 1 to 6");
+      fail(kErrParamInvalid,
+           std::string(name) + " has " + std::to_string(t->dims.size()) + " axes, not 1 to 6");
     }
   }
   const size_t ra = self.dims.size(), rb = mat2.dims.size();
@@ -114,19 +123,8 @@ Plan matmul(const aclTensor* self_p, const aclTensor* mat2_p, const aclTensor* o
 
 }  // namespace
 
-// The two phases of `name`, whose first phase builds its plan with `body`.
-#define ACLEMU_MATMUL_TWO_PHASES(name, params, ...)                                                        \
-  ACLEMU_API aclnnStatus name##GetWorkspaceSize params {                                                   \
-    return prepare(#name "GetWorkspaceSize", #name, workspaceSize, executor, [&] { return __VA_ARGS__; }); \
-  }                                                                                                        \
-  ACLEMU_API aclnnStatus name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,            \
-                              aclrtStream stream) {                                                        \
-    return launch(#name, workspace, workspaceSize, executor, stream);                                      \
-  }                                                                                                        \
-  static_assert(std::is_same_v<decltype(&name), oao::acl::Launch>);
-
-ACLEMU_MATMUL_TWO_PHASES(aclnnMatmul,
-                         (const aclTensor* self, const aclTensor* mat2, const aclTensor* out, int8_t cubeMathType,
-                          uint64_t* workspaceSize, aclOpExecutor** executor),
-                         matmul(self, mat2, out, cubeMathType))
+ACLEMU_TWO_PHASES(aclnnMatmul,
+                  (const aclTensor* self, const aclTensor* mat2, const aclTensor* out, int8_t cubeMathType,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  matmul(self, mat2, out, cubeMathType))
 static_assert(std::is_same_v<decltype(&aclnnMatmulGetWorkspaceSize), oao::acl::MatmulPrepare>);

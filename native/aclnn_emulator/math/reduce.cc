@@ -23,7 +23,7 @@ constexpr size_t kMaxRank = 8;
 
 // The vendor's A2/A3 dtype tables, less the types this emulator's element readers do not hold
 // (INT16, DOUBLE, the complex ones): those it refuses rather than misread.
-constexpr std::initializer_list<aclDataType> kSumTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_INT32,
+constexpr std::initializer_list<aclDataType> kSumTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16,  ACL_INT32,
                                                           ACL_INT64, ACL_INT8,    ACL_UINT8, ACL_BOOL};
 constexpr std::initializer_list<aclDataType> kMeanTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_INT32,
                                                            ACL_INT64, ACL_INT8,    ACL_UINT8};
@@ -34,14 +34,16 @@ constexpr std::initializer_list<aclDataType> kTopkTypes = kMeanTypes;
 
 void check_max_rank(const aclTensor& t, const char* name) {
   if (t.dims.size() > kMaxRank) {
-    fail(kErrParamInvalid, std::string(name) + " has " + std::to_string(t.dims.size()) + " axes, more than 8");
+    fail(kErrParamInvalid,
+         std::string(name) + " has " + std::to_string(t.dims.size()) + " axes, more than 8");
   }
 }
 
 // 161002 for the vendor's out-shape checks (CheckShapeAndScalarSame, OP_CHECK_SHAPE_NOT_EQUAL).
 void check_out(const aclTensor& out, const char* name, const std::vector<int64_t>& want) {
   if (out.dims != want) {
-    fail(kErrParamInvalid, std::string(name) + " shape " + shape_text(out.dims) + " must be " + shape_text(want));
+    fail(kErrParamInvalid,
+         std::string(name) + " shape " + shape_text(out.dims) + " must be " + shape_text(want));
   }
 }
 
@@ -49,8 +51,8 @@ void check_out(const aclTensor& out, const char* name, const std::vector<int64_t
 int64_t wrap_dim(int64_t dim, size_t rank, const char* name) {
   const int64_t r = std::max<int64_t>(static_cast<int64_t>(rank), 1);
   if (dim < -r || dim >= r) {
-    fail(kErrParamInvalid, std::string(name) + " " + std::to_string(dim) + " is outside [" + std::to_string(-r) +
-                               ", " + std::to_string(r - 1) + "]");
+    fail(kErrParamInvalid, std::string(name) + " " + std::to_string(dim) + " is outside [" +
+                               std::to_string(-r) + ", " + std::to_string(r - 1) + "]");
   }
   return dim < 0 ? dim + r : dim;
 }
@@ -63,7 +65,8 @@ std::vector<bool> reduce_mask(const aclTensor& self, const std::vector<int64_t>&
   for (const int64_t dim : dims) {
     const int64_t k = wrap_dim(dim, rank, "dim");
     if (nonempty && rank > 0 && self.dims[k] == 0) {
-      fail(kErrParamInvalid, "reduced dim " + std::to_string(k) + " of self " + shape_text(self.dims) + " has size 0");
+      fail(kErrParamInvalid,
+           "reduced dim " + std::to_string(k) + " of self " + shape_text(self.dims) + " has size 0");
     }
     if (mask[k]) fail(kErrParamInvalid, "dim " + std::to_string(k) + " appears more than once in dims");
     mask[k] = true;
@@ -73,7 +76,8 @@ std::vector<bool> reduce_mask(const aclTensor& self, const std::vector<int64_t>&
 }
 
 // self's shape with the reduced axes as 1 (keep) or dropped.
-std::vector<int64_t> reduced_dims(const std::vector<int64_t>& dims, const std::vector<bool>& mask, bool keep) {
+std::vector<int64_t> reduced_dims(const std::vector<int64_t>& dims, const std::vector<bool>& mask,
+                                  bool keep) {
   std::vector<int64_t> out;
   for (size_t k = 0; k < dims.size(); ++k) {
     if (!mask[k]) {
@@ -113,7 +117,8 @@ bool before(V a, V b, bool largest) {
 }
 
 template <class V>
-void reduce_values(Reduction kind, const aclTensor& self, const aclTensor& out, const std::vector<int64_t>& kept) {
+void reduce_values(Reduction kind, const aclTensor& self, const aclTensor& out,
+                   const std::vector<int64_t>& kept) {
   const std::vector<V> x = load<V>(self);
   const std::vector<int64_t> into = broadcast_index(self.dims, kept);
   const size_t n = static_cast<size_t>(numel(kept));
@@ -138,7 +143,8 @@ void reduce_values(Reduction kind, const aclTensor& self, const aclTensor& out, 
   }
   if constexpr (std::is_floating_point_v<V>) {
     if (kind == Reduction::kMean) {
-      const double count = static_cast<double>(numel(self.dims)) / static_cast<double>(std::max<size_t>(n, 1));
+      const double count =
+          static_cast<double>(numel(self.dims)) / static_cast<double>(std::max<size_t>(n, 1));
       for (V& v : y) v = count == 0 ? std::numeric_limits<V>::quiet_NaN() : v / count;
     }
   }
@@ -147,14 +153,15 @@ void reduce_values(Reduction kind, const aclTensor& self, const aclTensor& out, 
 
 // aclnnReduceSum and aclnnMean (`dtype` set: the type they compute in, which must be out's), aclnnAmax
 // and aclnnAmin.
-Plan reduction(Reduction kind, const aclTensor* self_p, const aclIntArray* dims_p, bool keep, const aclDataType* dtype,
-               const aclTensor* out_p) {
+Plan reduction(Reduction kind, const aclTensor* self_p, const aclIntArray* dims_p, bool keep,
+               const aclDataType* dtype, const aclTensor* out_p) {
   const aclTensor& self = need(self_p, "self");
   const std::vector<int64_t>& dims = need_array(dims_p, kind == Reduction::kSum ? "dims" : "dim");
   const aclTensor& out = need(out_p, "out");
   const bool max_min = kind == Reduction::kMax || kind == Reduction::kMin;
-  const std::initializer_list<aclDataType> types =
-      kind == Reduction::kSum ? kSumTypes : kind == Reduction::kMean ? kMeanTypes : kMaxMinTypes;
+  const std::initializer_list<aclDataType> types = kind == Reduction::kSum    ? kSumTypes
+                                                   : kind == Reduction::kMean ? kMeanTypes
+                                                                              : kMaxMinTypes;
   if (max_min) check_same_dtype(out, "out", self, "self");
   check_dtype(self, "self", types);
   check_dtype(out, "out", types);
@@ -289,113 +296,100 @@ void by_type(const aclTensor& t, F&& f) {
 
 }  // namespace
 
-// The two phases of a reduce-family function `name` whose first phase builds its plan with `body`.
-#define ACLEMU_REDUCE_TWO_PHASES(name, params, ...)                                                        \
-  ACLEMU_API aclnnStatus name##GetWorkspaceSize params {                                                   \
-    return prepare(#name "GetWorkspaceSize", #name, workspaceSize, executor, [&] { return __VA_ARGS__; }); \
-  }                                                                                                        \
-  ACLEMU_API aclnnStatus name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,            \
-                              aclrtStream stream) {                                                        \
-    return launch(#name, workspace, workspaceSize, executor, stream);                                      \
-  }                                                                                                        \
-  static_assert(std::is_same_v<decltype(&name), oao::acl::Launch>);
-
-ACLEMU_REDUCE_TWO_PHASES(aclnnReduceSum,
-                         (const aclTensor* self, const aclIntArray* dims, bool keepDims, aclDataType dtype,
-                          const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
-                         reduction(Reduction::kSum, self, dims, keepDims, &dtype, out))
+ACLEMU_TWO_PHASES(aclnnReduceSum,
+                  (const aclTensor* self, const aclIntArray* dims, bool keepDims, aclDataType dtype,
+                   const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  reduction(Reduction::kSum, self, dims, keepDims, &dtype, out))
 static_assert(std::is_same_v<decltype(&aclnnReduceSumGetWorkspaceSize), oao::acl::ReduceDtypePrepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnMean,
-                         (const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype,
-                          const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
-                         reduction(Reduction::kMean, self, dim, keepDim, &dtype, out))
+ACLEMU_TWO_PHASES(aclnnMean,
+                  (const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype,
+                   const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  reduction(Reduction::kMean, self, dim, keepDim, &dtype, out))
 static_assert(std::is_same_v<decltype(&aclnnMeanGetWorkspaceSize), oao::acl::ReduceDtypePrepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnAmax,
-                         (const aclTensor* self, const aclIntArray* dim, bool keepDim, const aclTensor* out,
-                          uint64_t* workspaceSize, aclOpExecutor** executor),
-                         reduction(Reduction::kMax, self, dim, keepDim, nullptr, out))
+ACLEMU_TWO_PHASES(aclnnAmax,
+                  (const aclTensor* self, const aclIntArray* dim, bool keepDim, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  reduction(Reduction::kMax, self, dim, keepDim, nullptr, out))
 static_assert(std::is_same_v<decltype(&aclnnAmaxGetWorkspaceSize), oao::acl::ReducePrepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnAmin,
-                         (const aclTensor* self, const aclIntArray* dim, bool keepDim, const aclTensor* out,
-                          uint64_t* workspaceSize, aclOpExecutor** executor),
-                         reduction(Reduction::kMin, self, dim, keepDim, nullptr, out))
+ACLEMU_TWO_PHASES(aclnnAmin,
+                  (const aclTensor* self, const aclIntArray* dim, bool keepDim, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  reduction(Reduction::kMin, self, dim, keepDim, nullptr, out))
 static_assert(std::is_same_v<decltype(&aclnnAminGetWorkspaceSize), oao::acl::ReducePrepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnCumsum,
-                         (const aclTensor* self, int64_t dim, aclDataType dtype, const aclTensor* out,
-                          uint64_t* workspaceSize, aclOpExecutor** executor),
-                         cumsum(self, dim, &dtype, false, false, out))
+ACLEMU_TWO_PHASES(aclnnCumsum,
+                  (const aclTensor* self, int64_t dim, aclDataType dtype, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  cumsum(self, dim, &dtype, false, false, out))
 static_assert(std::is_same_v<decltype(&aclnnCumsumGetWorkspaceSize), oao::acl::CumsumPrepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnCumsumV2,
-                         (const aclTensor* self, int64_t dim, bool exclusive, bool reverse, const aclTensor* out,
-                          uint64_t* workspaceSize, aclOpExecutor** executor),
-                         cumsum(self, dim, nullptr, exclusive, reverse, out))
+ACLEMU_TWO_PHASES(aclnnCumsumV2,
+                  (const aclTensor* self, int64_t dim, bool exclusive, bool reverse, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  cumsum(self, dim, nullptr, exclusive, reverse, out))
 static_assert(std::is_same_v<decltype(&aclnnCumsumV2GetWorkspaceSize), oao::acl::CumsumV2Prepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnArgMax,
-                         (const aclTensor* self, int64_t dim, bool keepdim, const aclTensor* out,
-                          uint64_t* workspaceSize, aclOpExecutor** executor),
-                         [&] {
-                           const aclTensor& x = need(self, "self");
-                           const aclTensor& y = need(out, "out");
-                           check_dtype(x, "self", kArgMaxTypes);
-                           check_dtype(y, "out", {ACL_INT32, ACL_INT64});
-                           check_max_rank(x, "self");
-                           check_max_rank(y, "out");
-                           const int64_t axis = wrap_dim(dim, x.dims.size(), "dim");
-                           // The vendor returns before its shape check when either tensor is empty.
-                           if (numel(x) > 0 && numel(y) > 0) {
-                             std::vector<bool> mask(x.dims.size(), false);
-                             if (!mask.empty()) mask[axis] = true;
-                             check_out(y, "out", reduced_dims(x.dims, mask, keepdim));
-                           }
-                           auto compute = [self, out, axis] {
-                             if (numel(*self) == 0) return;
-                             by_type(*self, [&](auto zero) {
-                               rank_lines<decltype(zero)>(*self, axis, 1, true, nullptr, *out);
-                             });
-                           };
-                           return Plan{{self}, {out}, compute};
-                         }())
+ACLEMU_TWO_PHASES(aclnnArgMax,
+                  (const aclTensor* self, int64_t dim, bool keepdim, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  [&] {
+                    const aclTensor& x = need(self, "self");
+                    const aclTensor& y = need(out, "out");
+                    check_dtype(x, "self", kArgMaxTypes);
+                    check_dtype(y, "out", {ACL_INT32, ACL_INT64});
+                    check_max_rank(x, "self");
+                    check_max_rank(y, "out");
+                    const int64_t axis = wrap_dim(dim, x.dims.size(), "dim");
+                    // The vendor returns before its shape check when either tensor is empty.
+                    if (numel(x) > 0 && numel(y) > 0) {
+                      std::vector<bool> mask(x.dims.size(), false);
+                      if (!mask.empty()) mask[axis] = true;
+                      check_out(y, "out", reduced_dims(x.dims, mask, keepdim));
+                    }
+                    auto compute = [self, out, axis] {
+                      if (numel(*self) == 0) return;
+                      by_type(*self, [&](auto zero) {
+                        rank_lines<decltype(zero)>(*self, axis, 1, true, nullptr, *out);
+                      });
+                    };
+                    return Plan{{self}, {out}, compute};
+                  }())
 static_assert(std::is_same_v<decltype(&aclnnArgMaxGetWorkspaceSize), oao::acl::ArgMaxPrepare>);
 
-ACLEMU_REDUCE_TWO_PHASES(aclnnTopk,
-                         (const aclTensor* self, int64_t k, int64_t dim, bool largest, bool sorted,
-                          const aclTensor* valuesOut, const aclTensor* indicesOut, uint64_t* workspaceSize,
-                          aclOpExecutor** executor),
-                         [&] {
-                           const aclTensor& x = need(self, "self");
-                           const aclTensor& values = need(valuesOut, "valuesOut");
-                           const aclTensor& indices = need(indicesOut, "indicesOut");
-                           check_dtype(x, "self", kTopkTypes);
-                           check_same_dtype(values, "valuesOut", x, "self");
-                           check_dtype(indices, "indicesOut", {ACL_INT64});
-                           if (x.dims.empty() || x.dims.size() > kMaxRank) {
-                             fail(kErrParamInvalid,
-                                  "self has " + std::to_string(x.dims.size()) + " axes, outside 1..8");
-                           }
-                           const int64_t axis = wrap_dim(dim, x.dims.size(), "dim");
-                           if (k < 0 || k > x.dims[axis]) {
-                             fail(kErrParamInvalid, "k " + std::to_string(k) + " is outside [0, " +
-                                                        std::to_string(x.dims[axis]) + "], the size of dim " +
-                                                        std::to_string(axis));
-                           }
-                           // The page: "sorted currently only supports true".
-                           if (!sorted) fail(kErrParamInvalid, "sorted must be true");
-                           std::vector<int64_t> shape = x.dims;
-                           shape[axis] = k;
-                           check_out(values, "valuesOut", shape);
-                           check_out(indices, "indicesOut", shape);
-                           auto compute = [self, valuesOut, indicesOut, axis, k, largest] {
-                             if (numel(*valuesOut) == 0) return;
-                             by_type(*self, [&](auto zero) {
-                               rank_lines<decltype(zero)>(*self, axis, k, largest, valuesOut, *indicesOut);
-                             });
-                           };
-                           return Plan{{self}, {valuesOut, indicesOut}, compute};
-                         }())
+ACLEMU_TWO_PHASES(
+    aclnnTopk,
+    (const aclTensor* self, int64_t k, int64_t dim, bool largest, bool sorted, const aclTensor* valuesOut,
+     const aclTensor* indicesOut, uint64_t* workspaceSize, aclOpExecutor** executor),
+    [&] {
+      const aclTensor& x = need(self, "self");
+      const aclTensor& values = need(valuesOut, "valuesOut");
+      const aclTensor& indices = need(indicesOut, "indicesOut");
+      check_dtype(x, "self", kTopkTypes);
+      check_same_dtype(values, "valuesOut", x, "self");
+      check_dtype(indices, "indicesOut", {ACL_INT64});
+      if (x.dims.empty() || x.dims.size() > kMaxRank) {
+        fail(kErrParamInvalid, "self has " + std::to_string(x.dims.size()) + " axes, outside 1..8");
+      }
+      const int64_t axis = wrap_dim(dim, x.dims.size(), "dim");
+      if (k < 0 || k > x.dims[axis]) {
+        fail(kErrParamInvalid, "k " + std::to_string(k) + " is outside [0, " + std::to_string(x.dims[axis]) +
+                                   "], the size of dim " + std::to_string(axis));
+      }
+      // The page: "sorted currently only supports true".
+      if (!sorted) fail(kErrParamInvalid, "sorted must be true");
+      std::vector<int64_t> shape = x.dims;
+      shape[axis] = k;
+      check_out(values, "valuesOut", shape);
+      check_out(indices, "indicesOut", shape);
+      auto compute = [self, valuesOut, indicesOut, axis, k, largest] {
+        if (numel(*valuesOut) == 0) return;
+        by_type(*self, [&](auto zero) {
+          rank_lines<decltype(zero)>(*self, axis, k, largest, valuesOut, *indicesOut);
+        });
+      };
+      return Plan{{self}, {valuesOut, indicesOut}, compute};
+    }())
 static_assert(std::is_same_v<decltype(&aclnnTopkGetWorkspaceSize), oao::acl::TopkPrepare>);

@@ -34,7 +34,8 @@ Plan softmax(const aclTensor* self_p, int64_t dim, const aclTensor* out_p, bool 
   const auto check_dim = [dim, rank] {
     const int64_t axes = std::max<int64_t>(rank, 1);  // a 0-D self takes dim 0 or -1
     if (dim < -axes || dim >= axes) {
-      invalid("dim " + std::to_string(dim) + " is outside the range of self's " + std::to_string(rank) + " axes");
+      invalid("dim " + std::to_string(dim) + " is outside the range of self's " + std::to_string(rank) +
+              " axes");
     }
   };
   if (log) check_dim();  // aclnnLogSoftmax checks dim first, aclnnSoftmax after the dtypes
@@ -42,7 +43,8 @@ Plan softmax(const aclTensor* self_p, int64_t dim, const aclTensor* out_p, bool 
   check_dtype(out, "out", kSoftmaxTypes);
   if (!log) check_dim();
   if (self.dims.size() > kMaxSoftmaxRank) invalid("self has " + std::to_string(rank) + " axes, more than 8");
-  if (out.dims != self.dims) invalid("out shape " + shape_text(out.dims) + " is not self's " + shape_text(self.dims));
+  if (out.dims != self.dims)
+    invalid("out shape " + shape_text(out.dims) + " is not self's " + shape_text(self.dims));
   const int64_t axis = rank == 0 ? 0 : (dim < 0 ? dim + rank : dim);
   auto compute = [self_p, out_p, axis, log] {
     std::vector<double> x = read(*self_p);
@@ -75,8 +77,8 @@ struct NllShape {
   int64_t n, c, s;
 };
 
-void check_nll_types(const aclTensor& self, const aclTensor& target, const aclTensor& weight, const aclTensor& out,
-                     const aclTensor& total, bool weight_first) {
+void check_nll_types(const aclTensor& self, const aclTensor& target, const aclTensor& weight,
+                     const aclTensor& out, const aclTensor& total, bool weight_first) {
   if (weight_first) check_same_dtype(weight, "weight", self, "self");
   check_dtype(self, "self", kFloatTypes);
   if (!weight_first) check_same_dtype(weight, "weight", self, "self");
@@ -104,8 +106,9 @@ Plan nll(const aclTensor* self, const aclTensor* target, const aclTensor* weight
           const int64_t label = t[n * shape.s + s];
           if (label == ignore_index) continue;
           if (label < 0 || label >= shape.c) {
-            fail(kErrRuntime, "target " + std::to_string(label) + " at position " + std::to_string(n * shape.s + s) +
-                                  " is outside [0, " + std::to_string(shape.c) + ") and is not ignoreIndex " +
+            fail(kErrRuntime, "target " + std::to_string(label) + " at position " +
+                                  std::to_string(n * shape.s + s) + " is outside [0, " +
+                                  std::to_string(shape.c) + ") and is not ignoreIndex " +
                                   std::to_string(ignore_index));
           }
           const double loss = -w[label] * x[(n * shape.c + label) * shape.s + s];
@@ -125,8 +128,8 @@ Plan nll(const aclTensor* self, const aclTensor* target, const aclTensor* weight
   return {{self, target, weight}, {out, total}, compute};
 }
 
-Plan nll_loss(const aclTensor* self_p, const aclTensor* target_p, const aclTensor* weight_p, int64_t reduction,
-              int64_t ignore_index, const aclTensor* out_p, const aclTensor* total_p) {
+Plan nll_loss(const aclTensor* self_p, const aclTensor* target_p, const aclTensor* weight_p,
+              int64_t reduction, int64_t ignore_index, const aclTensor* out_p, const aclTensor* total_p) {
   const aclTensor& self = need(self_p, "self");
   const aclTensor& target = need(target_p, "target");
   const aclTensor& weight = need(weight_p, "weight");
@@ -154,13 +157,14 @@ Plan nll_loss(const aclTensor* self_p, const aclTensor* target_p, const aclTenso
     invalid("out " + shape_text(out.dims) + " must hold a single element");
   }
   if (numel(total) != 1) invalid("totalWeightOut " + shape_text(total.dims) + " must be [1]");
-  if (numel(self) == 0 && classes == 0 && numel(target) > 0) invalid("target is out of bounds: self has no classes");
+  if (numel(self) == 0 && classes == 0 && numel(target) > 0)
+    invalid("target is out of bounds: self has no classes");
   const NllShape shape{rank == 2 ? self.dims[0] : 1, classes, 1};
   return nll(self_p, target_p, weight_p, reduction, ignore_index, out_p, total_p, shape, numel(self) == 0);
 }
 
-Plan nll_loss_2d(const aclTensor* self_p, const aclTensor* target_p, const aclTensor* weight_p, int64_t reduction,
-                 int64_t ignore_index, const aclTensor* out_p, const aclTensor* total_p) {
+Plan nll_loss_2d(const aclTensor* self_p, const aclTensor* target_p, const aclTensor* weight_p,
+                 int64_t reduction, int64_t ignore_index, const aclTensor* out_p, const aclTensor* total_p) {
   const aclTensor& self = need(self_p, "self");
   const aclTensor& target = need(target_p, "target");
   const aclTensor& weight = need(weight_p, "weight");
@@ -200,44 +204,33 @@ Plan inplace_one(const aclTensor* self_p) {
 
 }  // namespace
 
-// The two phases of `name`, whose first phase builds its plan with `body`.
-#define ACLEMU_SOFTMAX_TWO_PHASES(name, params, ...)                                                       \
-  ACLEMU_API aclnnStatus name##GetWorkspaceSize params {                                                   \
-    return prepare(#name "GetWorkspaceSize", #name, workspaceSize, executor, [&] { return __VA_ARGS__; }); \
-  }                                                                                                        \
-  ACLEMU_API aclnnStatus name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,            \
-                              aclrtStream stream) {                                                        \
-    return launch(#name, workspace, workspaceSize, executor, stream);                                      \
-  }                                                                                                        \
-  static_assert(std::is_same_v<decltype(&name), oao::acl::Launch>);
-
-ACLEMU_SOFTMAX_TWO_PHASES(aclnnSoftmax,
-                          (const aclTensor* self, int64_t dim, const aclTensor* out, uint64_t* workspaceSize,
-                           aclOpExecutor** executor),
-                          softmax(self, dim, out, false))
+ACLEMU_TWO_PHASES(aclnnSoftmax,
+                  (const aclTensor* self, int64_t dim, const aclTensor* out, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  softmax(self, dim, out, false))
 static_assert(std::is_same_v<decltype(&aclnnSoftmaxGetWorkspaceSize), oao::acl::SoftmaxPrepare>);
 
-ACLEMU_SOFTMAX_TWO_PHASES(aclnnLogSoftmax,
-                          (const aclTensor* self, int64_t dim, const aclTensor* out, uint64_t* workspaceSize,
-                           aclOpExecutor** executor),
-                          softmax(self, dim, out, true))
+ACLEMU_TWO_PHASES(aclnnLogSoftmax,
+                  (const aclTensor* self, int64_t dim, const aclTensor* out, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  softmax(self, dim, out, true))
 static_assert(std::is_same_v<decltype(&aclnnLogSoftmaxGetWorkspaceSize), oao::acl::SoftmaxPrepare>);
 
-ACLEMU_SOFTMAX_TWO_PHASES(aclnnNLLLoss,
-                          (const aclTensor* self, const aclTensor* target, const aclTensor* weight, int64_t reduction,
-                           int64_t ignoreIndex, const aclTensor* out, const aclTensor* totalWeightOut,
-                           uint64_t* workspaceSize, aclOpExecutor** executor),
-                          nll_loss(self, target, weight, reduction, ignoreIndex, out, totalWeightOut))
+ACLEMU_TWO_PHASES(aclnnNLLLoss,
+                  (const aclTensor* self, const aclTensor* target, const aclTensor* weight, int64_t reduction,
+                   int64_t ignoreIndex, const aclTensor* out, const aclTensor* totalWeightOut,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  nll_loss(self, target, weight, reduction, ignoreIndex, out, totalWeightOut))
 static_assert(std::is_same_v<decltype(&aclnnNLLLossGetWorkspaceSize), oao::acl::NllLossPrepare>);
 
-ACLEMU_SOFTMAX_TWO_PHASES(aclnnNLLLoss2d,
-                          (const aclTensor* self, const aclTensor* target, const aclTensor* weight, int64_t reduction,
-                           int64_t ignoreIndex, const aclTensor* out, const aclTensor* totalWeightOut,
-                           uint64_t* workspaceSize, aclOpExecutor** executor),
-                          nll_loss_2d(self, target, weight, reduction, ignoreIndex, out, totalWeightOut))
+ACLEMU_TWO_PHASES(aclnnNLLLoss2d,
+                  (const aclTensor* self, const aclTensor* target, const aclTensor* weight, int64_t reduction,
+                   int64_t ignoreIndex, const aclTensor* out, const aclTensor* totalWeightOut,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  nll_loss_2d(self, target, weight, reduction, ignoreIndex, out, totalWeightOut))
 static_assert(std::is_same_v<decltype(&aclnnNLLLoss2dGetWorkspaceSize), oao::acl::NllLossPrepare>);
 
-ACLEMU_SOFTMAX_TWO_PHASES(aclnnInplaceOne,
-                          (const aclTensor* selfRef, uint64_t* workspaceSize, aclOpExecutor** executor),
-                          inplace_one(selfRef))
+ACLEMU_TWO_PHASES(aclnnInplaceOne,
+                  (const aclTensor* selfRef, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  inplace_one(selfRef))
 static_assert(std::is_same_v<decltype(&aclnnInplaceOneGetWorkspaceSize), oao::acl::InplaceOnePrepare>);

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,25 @@ def _strings(array: np.ndarray) -> ort.OrtValue:
     return binding.get_outputs()[0]
 
 
+def laid_out(
+    like: Mapping[str, ort.OrtValue],
+) -> Iterator[tuple[np.dtype, int, dict[str, tuple[int, list[int]]]]]:
+    """``like``'s values grouped by element type, each group end to end in one buffer with every
+    value starting on ALIGN bytes: per type, its dtype, the buffer's length in elements, and each
+    name's first element and shape (host and device buffers alike)."""
+    by_type: dict[np.dtype, list[str]] = {}
+    for name, value in like.items():
+        by_type.setdefault(dtype_of(value), []).append(name)
+    for dtype, names in by_type.items():
+        step = ALIGN // dtype.itemsize
+        spans, length = {}, 0
+        for name in names:
+            shape = list(like[name].shape())
+            spans[name] = (length, shape)
+            length += -(-int(np.prod(shape, dtype=np.int64)) // step) * step
+        yield dtype, length, spans
+
+
 class Buffers:
     """Zeroed tensors shaped and typed as ``like``'s values, by name (``views``), laid end to end
     in one buffer per element type (``flat``: 1-D OrtValues; the gaps between views stay zero),
@@ -114,21 +133,16 @@ class Buffers:
         self.spans: dict[str, tuple[int, int, int]] = {}
         self.flat: list[ort.OrtValue] = []
         self._arrays: list[np.ndarray] = []
-        by_type: dict[np.dtype, list[str]] = {}
-        for name, value in like.items():
-            by_type.setdefault(dtype_of(value), []).append(name)
-        for dtype, names in by_type.items():
+        for dtype, length, spans in laid_out(like):
             step = ALIGN // dtype.itemsize
-            shapes = [like[n].shape() for n in names]
-            sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-            starts = np.cumsum([0] + [-(-n // step) * step for n in sizes])
-            raw = np.zeros(int(starts[-1]) + step, dtype)
+            raw = np.zeros(length + step, dtype)
             skip = (-raw.ctypes.data % ALIGN) // dtype.itemsize
-            buffer = raw[skip : skip + int(starts[-1])]
+            buffer = raw[skip : skip + length]
             self._arrays.append(buffer)
             self.flat.append(ortvalue_view(buffer))
-            for name, start, size, shape in zip(names, starts[:-1], sizes, shapes, strict=True):
-                self.spans[name] = (len(self._arrays) - 1, int(start), size)
+            for name, (start, shape) in spans.items():
+                size = int(np.prod(shape, dtype=np.int64))
+                self.spans[name] = (len(self._arrays) - 1, start, size)
                 self.views[name] = ortvalue_view(buffer[start : start + size].reshape(shape))
 
     def host_arrays(self) -> list[np.ndarray]:

@@ -20,7 +20,7 @@ from onnx import helper
 
 from ...opschema import elem_type
 from ...runtime import ascend_providers, check_device, make_session
-from .checkpoint_state import ALIGN, HOST, dtype_of
+from .checkpoint_state import HOST, dtype_of, laid_out
 
 
 def _identity(element: int) -> onnx.ModelProto:
@@ -70,15 +70,9 @@ class DeviceMemory:
             self._sessions[key] = session
         return self._sessions[key]
 
-    @staticmethod
-    def _element(value: ort.OrtValue | np.ndarray) -> int:
-        if isinstance(value, ort.OrtValue):
-            return elem_type(value.data_type())
-        return helper.np_dtype_to_tensor_dtype(value.dtype) if value.dtype.name != "bfloat16" else 16
-
     def copy_into(self, source: ort.OrtValue, target: ort.OrtValue | str) -> ort.OrtValue:
         """``source`` copied into ``target`` (a value, or ``"cann"`` / ``"cpu"`` for a new one)."""
-        session = self._session("copy", self._element(source))
+        session = self._session("copy", elem_type(source.data_type()))
         binding = session.io_binding()
         binding.bind_ortvalue_input("x", source)
         if isinstance(target, str):
@@ -162,20 +156,12 @@ class DeviceBuffers:
         self.views: dict[str, ort.OrtValue] = {}
         self.spans: dict[str, tuple[int, int, int]] = {}
         self.flat: list[ort.OrtValue] = []
-        by_type: dict[np.dtype, list[str]] = {}
-        for name, value in like.items():
-            by_type.setdefault(dtype_of(value), []).append(name)
-        for dtype, names in by_type.items():
-            step = ALIGN // dtype.itemsize
-            shapes = [list(like[n].shape()) for n in names]
-            sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]
-            starts = np.cumsum([0] + [-(-n // step) * step for n in sizes])
-            flat = memory.copy(np.zeros(max(int(starts[-1]), 1), dtype))
+        for dtype, length, spans in laid_out(like):
+            flat = memory.copy(np.zeros(max(length, 1), dtype))
             self.flat.append(flat)
-            spans = {n: (int(s), shape) for n, s, shape in zip(names, starts[:-1], shapes, strict=True)}
             self.views |= memory.views(flat, spans)
-            for name, start, size in zip(names, starts[:-1], sizes, strict=True):
-                self.spans[name] = (len(self.flat) - 1, int(start), size)
+            for name, (start, shape) in spans.items():
+                self.spans[name] = (len(self.flat) - 1, start, int(np.prod(shape, dtype=np.int64)))
 
     def host_arrays(self) -> list[np.ndarray]:
         raise RuntimeError(

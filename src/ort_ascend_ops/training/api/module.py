@@ -61,12 +61,16 @@ class _Program:
 
     def session_for(self, user_inputs: Sequence) -> ort.InferenceSession:
         """The session that runs these inputs (made for their shapes on the NPU)."""
+        if len(user_inputs) != len(self.user_inputs):
+            raise ValueError(
+                f"the model takes {len(self.user_inputs)} inputs {self.user_inputs}, got {len(user_inputs)}"
+            )
         if not self.settings.on_npu:
             assert self.session is not None
             return self.session
         shapes = {
             name: tuple(v.shape() if isinstance(v, ort.OrtValue) else np.shape(v))
-            for name, v in zip(self.user_inputs, user_inputs, strict=False)
+            for name, v in zip(self.user_inputs, user_inputs, strict=True)
         }
         key = tuple(shapes.items())
         session = self._sessions.pop(key, None) or self.settings.session(self.model, input_shapes=shapes)
@@ -76,12 +80,10 @@ class _Program:
         self.session = session
         return session
 
-    def bind(self, state: CheckpointState, user_inputs: Sequence) -> ort.IOBinding:
-        if len(user_inputs) != len(self.user_inputs):
-            raise ValueError(
-                f"the model takes {len(self.user_inputs)} inputs {self.user_inputs}, got {len(user_inputs)}"
-            )
-        binding = self.session_for(user_inputs).io_binding()
+    def bind(
+        self, session: ort.InferenceSession, state: CheckpointState, user_inputs: Sequence
+    ) -> ort.IOBinding:
+        binding = session.io_binding()
         for name, value in zip(self.user_inputs, user_inputs, strict=True):
             binding.bind_ortvalue_input(
                 name, value if isinstance(value, ort.OrtValue) else state.memory.wrap(value)
@@ -286,8 +288,8 @@ class Module:
         or number), OrtValues when every input is one, as onnxruntime-training's; one value, or a
         tuple of several."""
         program = self._program()
-        binding = program.bind(self._state, user_inputs)
         session = program.session_for(user_inputs)
+        binding = program.bind(session, self._state, user_inputs)
         as_numpy = not all(isinstance(value, ort.OrtValue) for value in user_inputs)
         if not self.training:
             session.run_with_iobinding(binding)

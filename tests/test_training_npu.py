@@ -155,13 +155,15 @@ BYTE_LLAMA = Path(__file__).parents[1] / "models" / "byte_llama.onnx"
 
 
 @needs_cann_ep
-@pytest.mark.parametrize("precision", ["fp32", "bf16-mixed"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16-mixed", "fp16-mixed"])
 def test_a_step_runs_every_node_on_the_npu_and_moves_only_the_batch_cann_ep(precision, tmp_path):
     """Three AdamW steps of the committed byte Llama on ``device="npu"``: ONNX Runtime's profile
     places every node of the training and optimizer sessions on the CANN EP with no copy node,
     the emulator counts no more over the bus in a step than the batch twice and 4 KiB of scalars
     (the training state stays in device memory), and the losses are the CPU's (float32: to
-    float32's rounding; bf16-mixed: within bfloat16's)."""
+    float32's rounding; the mixed precisions: within bfloat16's). fp16-mixed's loss scale, a host
+    scalar bound each step, once reached its node as garbage: the copy of a host input runs after
+    the bind, from a value that must still live (DeviceMemory's doc)."""
     from ort_ascend_ops.cann_ep.placement import read_profile
 
     paths = generate_artifacts(

@@ -70,8 +70,9 @@ def _run(
         sessions[key] = module.session_settings.session(model, native=False)
     session = sessions[key]
     binding = session.io_binding()
-    for name, value in scalars.items():
-        binding.bind_ortvalue_input(name, memory.scalar(value, np.float32))
+    held = {name: memory.scalar(value, np.float32) for name, value in scalars.items()}  # till the run ends
+    for name, value in held.items():
+        binding.bind_ortvalue_input(name, value)
     if result is not None:
         binding.bind_output(result)  # the first output, as get_outputs() gives them
     for i, grad in enumerate(grads.values()):

@@ -7,7 +7,12 @@ views), so every copy here is a one-node session that ONNX Runtime runs on the E
 a host input and a device output, a download the reverse, and the views of one flat device buffer
 per element type (the gradients' layout, as ``Buffers`` on the host) are the outputs of an Identity
 bound to device addresses inside it, which the NPU's Identity leaves in place. Device addresses are
-only ever handed back to ONNX Runtime: the host never reads one."""
+only ever handed back to ONNX Runtime: the host never reads one.
+
+A host value bound to a device node's input is copied when it is bound, asynchronously: it must
+live until the run is over (every caller holds the scalars and inputs it binds; one dropped at
+once gave garbage, caught by the emulator, which runs the copy only when the stream is waited
+for)."""
 
 from __future__ import annotations
 
@@ -142,7 +147,8 @@ class DeviceMemory:
         session = self._session("scale", elem_type(value.data_type()))
         binding = session.io_binding()
         binding.bind_ortvalue_input("x", value)
-        binding.bind_ortvalue_input("factor", HOST.scalar(factor, np.float32))
+        held = HOST.scalar(factor, np.float32)  # alive until the run is over (DeviceMemory's doc)
+        binding.bind_ortvalue_input("factor", held)
         binding.bind_ortvalue_output("y", value)
         session.run_with_iobinding(binding)
 

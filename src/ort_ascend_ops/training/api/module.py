@@ -82,17 +82,19 @@ class _Program:
 
     def bind(
         self, session: ort.InferenceSession, state: CheckpointState, user_inputs: Sequence
-    ) -> ort.IOBinding:
+    ) -> tuple[ort.IOBinding, list[ort.OrtValue]]:
+        """The binding, and the inputs as bound, which the caller holds until the run is over:
+        ONNX Runtime copies a host input a device node reads when it is bound, on the NPU
+        asynchronously, from memory the value owns."""
         binding = session.io_binding()
-        for name, value in zip(self.user_inputs, user_inputs, strict=True):
-            binding.bind_ortvalue_input(
-                name, value if isinstance(value, ort.OrtValue) else state.memory.wrap(value)
-            )
+        held = [v if isinstance(v, ort.OrtValue) else state.memory.wrap(v) for v in user_inputs]
+        for name, value in zip(self.user_inputs, held, strict=True):
+            binding.bind_ortvalue_input(name, value)
         for name in self.parameters:
             binding.bind_ortvalue_input(name, state.parameters[name].value)
         for name in self.user_outputs:
             binding.bind_output(name, "cpu")
-        return binding
+        return binding, held
 
     def results(self, state: CheckpointState, binding: ort.IOBinding, as_numpy: bool):
         """The user's outputs, as onnxruntime-training returns them: NumPy where an input was
@@ -289,7 +291,7 @@ class Module:
         tuple of several."""
         program = self._program()
         session = program.session_for(user_inputs)
-        binding = program.bind(session, self._state, user_inputs)
+        binding, held = program.bind(session, self._state, user_inputs)
         as_numpy = not all(isinstance(value, ort.OrtValue) for value in user_inputs)
         if not self.training:
             session.run_with_iobinding(binding)
@@ -308,7 +310,8 @@ class Module:
             # of N times its batch, so it overflows where that process would, not N times sooner.
             ranks = 1 if self._data_parallel is None else self._data_parallel.size
             scale = float(np.float32(scaler.scale / ranks))
-            binding.bind_ortvalue_input(LOSS_SCALE, self._state.memory.scalar(scale, np.float32))
+            held.append(self._state.memory.scalar(scale, np.float32))
+            binding.bind_ortvalue_input(LOSS_SCALE, held[-1])
         session.run_with_iobinding(binding)
         if scaler is not None:
             scaler.found_inf = self._unscale(targets, 1.0 / scale, accumulate and scaler.found_inf)
@@ -338,8 +341,12 @@ class Module:
             self._unscaler = self.session_settings.session(unscale_model(_flat_types(grads)))
         memory = self._state.memory
         binding = self._unscaler.io_binding()
-        binding.bind_ortvalue_input(INV_SCALE, memory.scalar(inv_scale, np.float32, (1,)))
-        binding.bind_ortvalue_input(FOUND_BEFORE, memory.scalar(float(found_before), np.float32, (1,)))
+        held = {  # alive until the run is over (Program.bind)
+            INV_SCALE: memory.scalar(inv_scale, np.float32, (1,)),
+            FOUND_BEFORE: memory.scalar(float(found_before), np.float32, (1,)),
+        }
+        for name, value in held.items():
+            binding.bind_ortvalue_input(name, value)
         binding.bind_output(FOUND_INF)
         for i, flat in enumerate(grads.flat):
             binding.bind_ortvalue_input(f"g{i}", flat)

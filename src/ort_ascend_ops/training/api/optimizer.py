@@ -237,8 +237,12 @@ class Optimizer:
         state, memory = self._state, self._state.memory
         assert self._session is not None
         binding = self._session.io_binding()
-        binding.bind_ortvalue_input(LEARNING_RATE, memory.scalar(self.get_learning_rate(), np.float32))
-        binding.bind_ortvalue_input(STEP, memory.scalar(self.step_count + 1, np.int64))
+        held = {  # alive until the run is over (module.py's _Program.bind)
+            LEARNING_RATE: memory.scalar(self.get_learning_rate(), np.float32),
+            STEP: memory.scalar(self.step_count + 1, np.int64),
+        }
+        for name, value in held.items():
+            binding.bind_ortvalue_input(name, value)
         for p in self._names:
             parameter = state.parameters[p]
             binding.bind_ortvalue_input(p, parameter.value)

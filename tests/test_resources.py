@@ -55,6 +55,8 @@ ALLOWED_GLOBALS = {
     r"(guard variable for )?oao::acl::Cann::get\(\)::cann",
     # The aclnn backend's causal mask for FlashAttentionScore's modes 2 and 3: built once, then only read.
     r"(guard variable for )?oao::fa_causal_mask\(\)::mask",
+    # The standard ops' rows on the NPU (aclnn/standard/table.cc): built once, then only read.
+    r"(guard variable for )?oao::standard::table\(\)::rows",
     # ORT's C++ API: the OrtApi table the library was registered with.
     r"Ort::Global<void>::api_",
 }

@@ -29,9 +29,11 @@ constexpr ONNXTensorElementDataType kBool = ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
 constexpr ONNXTensorElementDataType kU8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
 constexpr ONNXTensorElementDataType kI8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
 
-inline const Types kFloats = {kF32, kF16, kBF16};
-inline const Types kNumbers = {kF32, kF16, kBF16, kI32, kI64};
-inline const Types kAll = {kF32, kF16, kBF16, kI32, kI64, kBool, kU8, kI8};
+// Constant lists (no global state to initialize): a Types is made from one where a call needs it.
+inline constexpr std::initializer_list<ONNXTensorElementDataType> kFloats = {kF32, kF16, kBF16};
+inline constexpr std::initializer_list<ONNXTensorElementDataType> kNumbers = {kF32, kF16, kBF16, kI32, kI64};
+inline constexpr std::initializer_list<ONNXTensorElementDataType> kAll = {kF32, kF16,  kBF16, kI32,
+                                                                          kI64, kBool, kU8,   kI8};
 
 aclDataType acl_type_of(ONNXTensorElementDataType type);
 const char* type_name_of(ONNXTensorElementDataType type);

@@ -25,7 +25,8 @@ def case_id(value):
 def allowed(soc, mode, layout):
     if soc == ASCEND_950:
         return True
-    return mode == 0 or (mode == 1 and layout[0] in POSITION_ONLY)
+    # Mode 3 runs as mode 0 on the de-interleaved last axis (an aclnnPermute on the device).
+    return mode in (0, 3) or (mode == 1 and layout[0] in POSITION_ONLY)
 
 
 CASES = [
@@ -39,10 +40,21 @@ CASES = [
 GRAD_CASES = [(soc, mode, layout) for soc, mode, layout in CASES if soc != ASCEND_950 or len(layout[1]) == 4]
 
 
-@pytest.mark.parametrize("mode", [2, 3])
-def test_atlas_refuses_modes_2_and_3(mode, rng, emulator):
+def test_atlas_refuses_mode_2(rng, emulator):
     inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "x", "cos", "sin")
-    assert_refused(emulator, OP, inputs, {"mode": mode}, "modes 2 and 3 need Ascend 950")
+    assert_refused(emulator, OP, inputs, {"mode": 2}, "mode 2 needs Ascend 950")
+
+
+@pytest.mark.parametrize("soc", [A2, A3], ids=["A2", "A3"])
+def test_atlas_runs_mode_3_as_mode_0_on_the_deinterleaved_axis(soc, rng, emulator):
+    """The vendor's kernel has mode 3 on Ascend 950 only: an A2/A3 permutes on the device and
+    calls mode 0 (the emulator counts the calls), never the host."""
+    emulator.aclemu_set_soc(soc)
+    emulator.aclemu_reset()
+    inputs = rope_inputs(rng, ROPE_LAYOUTS[0], F32, "x", "cos", "sin")
+    (y,) = run("aclnn", OP, inputs, {"mode": 3})
+    assert_close(y, rope_oracle(**inputs, mode=3), TOL[F32])
+    assert emulator.aclemu_calls(b"aclnnPermute") == 1
 
 
 @pytest.mark.parametrize(

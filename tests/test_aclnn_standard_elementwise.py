@@ -187,7 +187,95 @@ def cast_case(source, target):
 CASTS = [cast_case(s, t) for s in (F32, F16, I64, BOOL) for t in (*FLOATS, I32, I64, BOOL) if s != t]
 
 
-@pytest.mark.parametrize("case, dtype", params([*BINARY, *UNARY, *VARIADIC, *WHERE, *CASTS]))
+def gelu_oracle(approximate):
+    def oracle(x):
+        v = wide(x)[0]
+        if approximate == "tanh":
+            return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3)))
+        return 0.5 * v * (1 + erf(v / np.sqrt(2)))
+
+    return oracle
+
+
+GELUS = [
+    Case(
+        "Gelu",
+        lambda rng, t: [floats(rng, [2, 3, 5], t, -4.0, 4.0)],
+        gelu_oracle(approximate or "none"),
+        ["aclnnGeluV2"],
+        attrs={} if approximate is None else {"approximate": approximate},
+        id=approximate or "default",
+    )
+    for approximate in (None, "none", "tanh")
+]
+
+
+def with_nans(rng, shape, dtype):
+    x = floats(rng, shape, dtype)
+    x.flat[::3] = np.nan
+    x.flat[1::7] = np.inf
+    return x
+
+
+ISNANS = [
+    Case("IsNaN", lambda rng, t: [with_nans(rng, [3, 7], t)], np.isnan, ["aclnnNeTensor"], id="nan-and-inf")
+]
+
+
+def python_remainder(a, b):
+    """ONNX's fmod=0 (integers): the remainder with the divisor's sign, as Python's %."""
+    return np.mod(a.astype(np.int64), b.astype(np.int64))
+
+
+def c_fmod(a, b):
+    """ONNX's fmod=1: C's fmod, the dividend's sign."""
+    if a.dtype in FLOATS:
+        return np.fmod(*wide(a, b))
+    return np.fmod(a.astype(np.int64), b.astype(np.int64))
+
+
+def signed_nonzero(rng, shape, dtype):
+    value = numbers(rng, shape, dtype, -7, 8)
+    return np.where(value == 0, np.full_like(value, 3), value)
+
+
+MODS = [
+    Case(
+        "Mod",
+        pair([3, 4], [4], lambda r, s, t: numbers(r, s, t, -20, 21), signed_nonzero),
+        python_remainder,
+        ["aclnnRemainderTensorTensor"],
+        dtypes=(I32, I64),
+        id="floor-ints-broadcast",
+    ),
+    Case(
+        "Mod",
+        pair([3, 4], [3, 1], lambda r, s, t: numbers(r, s, t, -20, 21), signed_nonzero),
+        c_fmod,
+        ["aclnnFmodTensor"],
+        attrs={"fmod": 1},
+        dtypes=(I32, I64),
+        id="fmod-ints",
+    ),
+    Case(
+        "Mod",
+        pair(
+            [2, 5],
+            [5],
+            lambda r, s, t: floats(r, s, t, -6.0, 6.0),
+            lambda r, s, t: floats(r, s, t, 0.75, 2.5),
+        ),
+        c_fmod,
+        ["aclnnFmodTensor"],
+        attrs={"fmod": 1},
+        id="fmod-floats",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "case, dtype", params([*BINARY, *UNARY, *VARIADIC, *WHERE, *CASTS, *GELUS, *ISNANS, *MODS])
+)
 def test_elementwise_ops_give_onnxs_results_aclnn(case, dtype, rng, emulator):
     check(case, dtype, rng, emulator)
 
@@ -196,3 +284,14 @@ def test_shapes_that_do_not_broadcast_are_refused_naming_the_op_aclnn(rng, emula
     case = BINARY[0]
     a, b = floats(rng, [2, 3], F32), floats(rng, [4], F32)
     refused(case, [a, b], r"input 1 \[4\] does not broadcast with \[2,3\]")
+
+
+def test_mod_of_floats_refuses_fmod_0_aclnn(rng, emulator):
+    case = Case("Mod", None, None, [], attrs={"fmod": 0})
+    a, b = floats(rng, [2, 3], F32), floats(rng, [3], F32, 1.0, 2.0)
+    refused(case, [a, b], "fmod=0 takes integers; float32 inputs need fmod=1")
+
+
+def test_gelu_refuses_an_unknown_approximation_aclnn(rng, emulator):
+    case = Case("Gelu", None, None, [], attrs={"approximate": "sigmoid"})
+    refused(case, [floats(rng, [2, 3], F32)], "attribute 'approximate' is \"sigmoid\"")

@@ -71,6 +71,58 @@ def test_matmul_refuses_batches_past_the_vendors_axes_aclnn(rng, emulator):
 
 
 # ---------------------------------------------------------------------------------------------
+# Gemm
+
+
+def gemm_case(a_shape, b_shape, c_shape, id, aclnn, **attrs):
+    """alpha * A' @ B' + beta * C, A' and B' transposed as transA and transB say; C absent when
+    ``c_shape`` is None."""
+
+    def make(rng, t):
+        inputs = [floats(rng, a_shape, t), floats(rng, b_shape, t)]
+        return inputs if c_shape is None else [*inputs, floats(rng, c_shape, t)]
+
+    def oracle(a, b, c=None):
+        a, b = wide(a, b)
+        a = a.T if attrs.get("transA") else a
+        b = b.T if attrs.get("transB") else b
+        y = attrs.get("alpha", 1.0) * (a @ b)
+        return y if c is None else y + attrs.get("beta", 1.0) * wide(c)[0]
+
+    return Case("Gemm", make, oracle, list(aclnn), attrs=attrs, id=id)
+
+
+ADDMM, MATMUL_MULS = ["aclnnAddmm"], ["aclnnMatmul", "aclnnMuls"]
+GEMMS = [
+    gemm_case([16, 32], [4, 32], [4], "linear-transB-bias", ADDMM, transB=1),
+    gemm_case([16, 4], [4, 32], None, "no-c", ["aclnnMatmul"], transB=0),
+    gemm_case([4, 16], [4, 32], None, "no-c-transA", ["aclnnMatmul"], transA=1),
+    gemm_case([5, 3], [6, 5], [3, 6], "both-transposed-full-c", ADDMM, transA=1, transB=1),
+    gemm_case([3, 5], [5, 6], [3, 1], "c-column", ADDMM, alpha=0.5, beta=2.0),
+    gemm_case([3, 5], [5, 6], [], "c-scalar", ADDMM, beta=-1.5),
+    gemm_case([3, 5], [5, 6], None, "no-c-alpha", MATMUL_MULS, alpha=0.25),
+    gemm_case([3, 0], [0, 4], [4], "k-0", ADDMM),
+]
+
+
+@pytest.mark.parametrize("case, dtype", params(GEMMS))
+def test_gemm_gives_onnxs_result_aclnn(case, dtype, rng, emulator):
+    check(case, dtype, rng, emulator)
+
+
+def test_gemm_refuses_k_that_differ_aclnn(rng, emulator):
+    case = GEMMS[0]
+    a, b, c = floats(rng, [3, 4], np.float32), floats(rng, [5, 6], np.float32), floats(rng, [5], np.float32)
+    refused(case, [a, b, c], r"input A \[3,4\] has K = 4 but B \[5,6\] \(transposed\) has K = 6")
+
+
+def test_gemm_refuses_c_that_does_not_broadcast_aclnn(rng, emulator):
+    case = gemm_case([3, 4], [4, 5], [3], "bad-c", ADDMM)
+    a, b, c = floats(rng, [3, 4], np.float32), floats(rng, [4, 5], np.float32), floats(rng, [3], np.float32)
+    refused(case, [a, b, c], r"input C \[3\] does not broadcast to \[M, N\] \[3,5\]")
+
+
+# ---------------------------------------------------------------------------------------------
 # Softmax, LogSoftmax
 
 

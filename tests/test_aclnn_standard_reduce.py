@@ -4,6 +4,8 @@ under noop_with_empty_axes), keepdims both ways, empty reductions, CumSum's excl
 ArgMax and TopK over distinct values (and ties, where ONNX fixes the answer), every type each op
 takes, and refusals naming the op and the rule."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from aclnn_standard import (
@@ -65,6 +67,11 @@ def reduce_case(op, function, reducer, shape, axes, dtypes, id, **attrs):
     return Case(op, make, oracle, [function] if function else [], attrs, dtypes, constants=constants, id=id)
 
 
+def l2(x, axis, keepdims):
+    """ONNX's ReduceL2: the square root of the sum of squares."""
+    return np.sqrt(np.sum(np.square(x), axis=axis, keepdims=keepdims))
+
+
 REDUCTIONS = [
     reduce_case("ReduceSum", "aclnnReduceSum", np.sum, [2, 3, 4], [1], NUMBERS, "axis-1-kept"),
     reduce_case(
@@ -76,6 +83,8 @@ REDUCTIONS = [
     reduce_case("ReduceMean", "aclnnMean", np.mean, [2, 3, 4], [0, 2], FLOATS, "two-axes"),
     reduce_case("ReduceMean", "aclnnMean", np.mean, [3, 5], None, FLOATS, "all", keepdims=0),
     reduce_case("ReduceMean", "aclnnMean", np.mean, [2, 3], [-1], FLOATS, "negative", keepdims=0),
+    reduce_case("ReduceL2", "aclnnNorm", l2, [2, 3, 4], [1], FLOATS, "axis-1"),
+    reduce_case("ReduceL2", "aclnnNorm", l2, [3, 5], None, FLOATS, "all", keepdims=0),
     reduce_case("ReduceMax", "aclnnAmax", np.max, [2, 3, 4], [1], (*NUMBERS, BOOL), "axis-1"),
     reduce_case(
         "ReduceMax", "aclnnAmax", np.max, [2, 3, 4], [-1, 0], NUMBERS, "negative-dropped", keepdims=0
@@ -83,6 +92,32 @@ REDUCTIONS = [
     reduce_case("ReduceMax", "aclnnAmax", np.max, [3, 5], None, NUMBERS, "all"),
     reduce_case("ReduceMin", "aclnnAmin", np.min, [2, 3, 4], [2], (*NUMBERS, BOOL), "axis-2"),
     reduce_case("ReduceMin", "aclnnAmin", np.min, [3, 5], [], NUMBERS, "empty-axes-all", keepdims=0),
+]
+
+
+def factors(rng, shape, dtype):
+    """Values whose products stay well within every type: small integers, floats near 1 of either sign."""
+    if dtype in FLOATS:
+        sign = np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+        return (sign * rng.uniform(0.5, 1.5, shape)).astype(dtype)
+    return values(rng, shape, dtype, -3, 4)
+
+
+def prod_case(shape, axes, id, **attrs):
+    case = reduce_case("ReduceProd", "aclnnProdDim", np.prod, shape, axes, NUMBERS, id, **attrs)
+
+    def make(rng, t):
+        data = factors(rng, shape, t)
+        return [data] if axes is None else [data, ints(*axes)]
+
+    return dataclasses.replace(case, make=make)
+
+
+PRODS = [
+    prod_case([2, 3, 4], [1], "axis-1-kept"),
+    prod_case([2, 3, 4], [-1, 0], "two-axes-dropped", keepdims=0),
+    prod_case([5], None, "absent-axes-all"),  # the gradient graphs' numel of a shape
+    prod_case([3, 4], [], "empty-axes-all", keepdims=0),
 ]
 
 # noop_with_empty_axes with no axes is ONNX's identity: a copy, no vendor call.
@@ -97,7 +132,7 @@ IDENTITIES = [
         f"noop-{'absent' if axes is None else 'empty'}",
         noop_with_empty_axes=1,
     )
-    for op in ("ReduceSum", "ReduceMax")
+    for op in ("ReduceSum", "ReduceMax", "ReduceProd")
     for axes in (None, [])
 ]
 
@@ -128,6 +163,15 @@ EMPTY = [
         dtypes=(F32,),
         constants=(1,),
         id="nothing-to-reduce",
+    ),
+    Case(
+        "ReduceProd",
+        lambda rng, t: [np.zeros([2, 0, 3], t), ints(1)],
+        lambda x, a: np.ones([2, 1, 3]),
+        ["aclnnProdDim"],
+        dtypes=NUMBERS,
+        constants=(1,),
+        id="empty-axis-is-1",
     ),
 ]
 
@@ -248,7 +292,7 @@ TOPKS = [
 ]
 
 
-@pytest.mark.parametrize("case, dtype", params([*REDUCTIONS, *EMPTY, *CUMSUMS, *ARGMAXES, *TOPKS]))
+@pytest.mark.parametrize("case, dtype", params([*REDUCTIONS, *PRODS, *EMPTY, *CUMSUMS, *ARGMAXES, *TOPKS]))
 def test_reduce_ops_give_onnxs_results_aclnn(case, dtype, rng, emulator):
     check(case, dtype, rng, emulator)
 
@@ -280,7 +324,7 @@ def test_repeated_reduction_axis_is_refused_aclnn(rng, emulator):
 
 
 def test_max_over_an_empty_axis_is_refused_aclnn(rng, emulator):
-    case = REDUCTIONS[8]
+    case = next(c for c in REDUCTIONS if c.op == "ReduceMax")
     refused(case, [np.zeros([2, 0], np.float32), ints(1)], r"axis 1 of input \[2,0\] has size 0")
 
 

@@ -57,6 +57,9 @@ ALLOWED_GLOBALS = {
     r"(guard variable for )?oao::fa_causal_mask\(\)::mask",
     # The standard ops' rows on the NPU (aclnn/standard/table.cc): built once, then only read.
     r"(guard variable for )?oao::standard::table\(\)::rows",
+    # The device copies of the host scalars and constants aclnn nodes share (aclnn/uploads.cc): one
+    # cache per process, behind its mutex, its slots per device and stream.
+    r"(guard variable for )?oao::uploads::\(anonymous namespace\)::state\(\)::s",
     # ORT's C++ API: the OrtApi table the library was registered with.
     r"Ort::Global<void>::api_",
 }

@@ -30,7 +30,7 @@ struct ApplyAdamWAclnn : AclnnKernel<ApplyAdamWSignature<TP, T>> {
                     io.output<TP>(Schema::kOutput_exp_avg_out, shape),
                     io.output<TP>(Schema::kOutput_exp_avg_sq_out, shape)};
     if (count == 0) return Ort::Status(nullptr);  // aclnn's tiling refuses empty tensors
-    const aclTensor* step_tensor = call.tensor(call.to_device(&step, sizeof step), {1}, ACL_INT64);
+    const aclTensor* step_tensor = call.tensor(call.scalar_to_device(&step, sizeof step), {1}, ACL_INT64);
     for (size_t i = 0; i < 3; ++i) call.copy_on_stream(outs[i], ins[i], bytes);
     const auto ref = [&](void* data) { return const_cast<aclTensor*>(call.tensor(data, shape, acl_type<TP>())); };
     return call.run<acl::ApplyAdamWPrepare>(

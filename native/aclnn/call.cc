@@ -99,6 +99,7 @@ AclnnCall::~AclnnCall() {
   for (aclIntArray* array : int_arrays_) destroy_int_array_(array);
   for (aclTensorList* list : tensor_lists_) destroy_tensor_list_(list);
   for (aclScalar* scalar : scalars_) destroy_scalar_(scalar);
+  for (uploads::Slot* slot : pinned_) uploads::unpin(slot);
 }
 
 const aclTensor* AclnnCall::tensor(const void* data, const Shape& shape, aclDataType type) {
@@ -133,12 +134,23 @@ const aclScalar* AclnnCall::scalar(double value, aclDataType type) {
     bool b;
   } storage{};
   switch (type) {
-    case ACL_FLOAT: storage.f = static_cast<float>(value); break;
-    case ACL_DOUBLE: storage.d = value; break;
-    case ACL_INT32: storage.i32 = static_cast<int32_t>(value); break;
-    case ACL_INT64: storage.i64 = static_cast<int64_t>(value); break;
-    case ACL_BOOL: storage.b = value != 0; break;
-    default: throw std::runtime_error("no aclScalar of element type " + std::to_string(type));
+    case ACL_FLOAT:
+      storage.f = static_cast<float>(value);
+      break;
+    case ACL_DOUBLE:
+      storage.d = value;
+      break;
+    case ACL_INT32:
+      storage.i32 = static_cast<int32_t>(value);
+      break;
+    case ACL_INT64:
+      storage.i64 = static_cast<int64_t>(value);
+      break;
+    case ACL_BOOL:
+      storage.b = value != 0;
+      break;
+    default:
+      throw std::runtime_error("no aclScalar of element type " + std::to_string(type));
   }
   scalars_.reserve(scalars_.size() + 1);
   aclScalar* scalar = create(&storage, type);
@@ -172,11 +184,13 @@ const aclTensorList* AclnnCall::tensor_list(const std::vector<const aclTensor*>&
   tensor_lists_.reserve(tensor_lists_.size() + 1);  // so that push_back cannot throw and leak the list
   aclTensorList* list = create(tensors.data(), tensors.size());
   if (list == nullptr) {
-    throw std::runtime_error("aclCreateTensorList refused a list of " + std::to_string(tensors.size()) + " tensors");
+    throw std::runtime_error("aclCreateTensorList refused a list of " + std::to_string(tensors.size()) +
+                             " tensors");
   }
   tensor_lists_.push_back(list);
   // The list destroys them now: destroyed again with the call's tensors, they would be freed twice.
-  for (const aclTensor* tensor : tensors) tensors_.erase(std::remove(tensors_.begin(), tensors_.end(), tensor), tensors_.end());
+  for (const aclTensor* tensor : tensors)
+    tensors_.erase(std::remove(tensors_.begin(), tensors_.end(), tensor), tensors_.end());
   return list;
 }
 
@@ -237,7 +251,8 @@ void* AclnnCall::to_device(const void* host, size_t bytes) {
   // A synchronous copy waits for no stream: the scratch may be memory that earlier work queued
   // on the stream still uses.
   aclError code = synchronize_stream_(stream_);
-  if (code == 0) code = cann_.base<acl::Memcpy>("aclrtMemcpy")(device, bytes, host, bytes, acl::kMemcpyHostToDevice);
+  if (code == 0)
+    code = cann_.base<acl::Memcpy>("aclrtMemcpy")(device, bytes, host, bytes, acl::kMemcpyHostToDevice);
   if (code != 0) {
     throw std::runtime_error("copying " + std::to_string(bytes) + " bytes to the device failed with " +
                              std::to_string(code));
@@ -245,11 +260,26 @@ void* AclnnCall::to_device(const void* host, size_t bytes) {
   return device;
 }
 
+const void* AclnnCall::scalar_to_device(const void* host, size_t bytes) {
+  pinned_.reserve(pinned_.size() + 1);  // so that push_back cannot throw and leave the slot pinned
+  const uploads::Scalar uploaded = uploads::scalar(cann_, stream_, host, bytes);
+  if (uploaded.device == nullptr) return to_device(host, bytes);
+  pinned_.push_back(uploaded.slot);
+  return uploaded.device;
+}
+
+const void* AclnnCall::constant_to_device(const std::vector<uint8_t>& host) {
+  if (stream_ != nullptr) {
+    if (const void* device = uploads::constant(cann_, host)) return device;
+  }
+  return to_device(host.data(), host.size());
+}
+
 void AclnnCall::copy_on_stream(void* dst, const void* src, size_t bytes) {
   if (bytes == 0 || dst == src) return;
   copies_unlaunched_ = true;
   const aclError code = cann_.base<acl::MemcpyAsync>("aclrtMemcpyAsync")(dst, bytes, src, bytes,
-                                                                       acl::kMemcpyDeviceToDevice, stream_);
+                                                                         acl::kMemcpyDeviceToDevice, stream_);
   if (code != 0) {
     throw std::runtime_error("copying " + std::to_string(bytes) + " bytes on the device failed with " +
                              std::to_string(code));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "aclnn/cann.h"
+#include "aclnn/uploads.h"
 #include "ort/io.h"
 
 namespace oao {
@@ -74,6 +75,10 @@ class AclnnCall {
   // `bytes` of host memory copied into device memory that lives as long as the call (a host
   // scalar that the vendor function takes as a device tensor).
   void* to_device(const void* host, size_t bytes);
+  // The same for a scalar every node of a step uploads alike (uploads.h): once per value.
+  const void* scalar_to_device(const void* host, size_t bytes);
+  // The same for static host data that never changes: once per device and process.
+  const void* constant_to_device(const std::vector<uint8_t>& host);
 
   // A device-to-device copy queued on the stream; nothing when dst is src. Until a launch
   // follows it, the call waits for it on destruction: a refused call's node frees the buffers
@@ -127,6 +132,7 @@ class AclnnCall {
   acl::DestroyScalar destroy_scalar_ = nullptr;  // as destroy_int_array_
   std::vector<aclScalar*> scalars_;
   std::vector<std::unique_ptr<DeviceBuffer>> scratch_;
+  std::vector<uploads::Slot*> pinned_;
 };
 
 }  // namespace oao

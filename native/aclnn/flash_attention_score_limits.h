@@ -88,7 +88,7 @@ FaVendorMask fa_vendor_mask(AclnnCall& call, const Signature& op, const Args& a)
   FaVendorMask v;
   if (op.sparse_mode != 0) {
     const std::vector<uint8_t>& causal = fa_causal_mask();
-    v.mask = call.tensor(call.to_device(causal.data(), causal.size()), {kFaCausalSide, kFaCausalSide},
+    v.mask = call.tensor(call.constant_to_device(causal), {kFaCausalSide, kFaCausalSide},
                          ACL_UINT8);
   } else if (a.mask) {
     const aclDataType type = a.mask->type == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL ? ACL_BOOL : ACL_UINT8;

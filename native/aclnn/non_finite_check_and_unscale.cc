@@ -22,11 +22,11 @@ struct NonFiniteCheckAndUnscaleAclnn : AclnnKernel<NonFiniteCheckAndUnscaleSigna
     void* grads = io.output<T>(schema::NonFiniteCheckAndUnscale::kOutput_grads_out, shape);
     float* found =
         io.output<float>(schema::NonFiniteCheckAndUnscale::kOutput_found_inf_out, a.found_inf_shape);
-    call.copy_on_stream(found, call.to_device(&a.found_inf, sizeof(float)), sizeof(float));
+    call.copy_on_stream(found, call.scalar_to_device(&a.found_inf, sizeof(float)), sizeof(float));
     const int64_t count = element_count(shape);
     if (count == 0) return Ort::Status(nullptr);  // the vendor refuses empty tensors; the flag stands
     call.copy_on_stream(grads, a.grads.data, static_cast<size_t>(count) * sizeof(T));
-    const aclTensor* inv_scale = call.tensor(call.to_device(&a.inv_scale, sizeof(float)), {1}, ACL_FLOAT);
+    const aclTensor* inv_scale = call.tensor(call.scalar_to_device(&a.inv_scale, sizeof(float)), {1}, ACL_FLOAT);
     return call.run<acl::ForeachNonFiniteCheckAndUnscalePrepare>(
         "aclnnForeachNonFiniteCheckAndUnscale", call.tensor_list({call.tensor(grads, shape, acl_type<T>())}),
         call.tensor(found, {1}, ACL_FLOAT), inv_scale);

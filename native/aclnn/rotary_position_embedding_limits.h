@@ -5,9 +5,12 @@
 // layout itself (B < S for B1SD and BS1D) are left to the vendor library.
 #pragma once
 
+#include <numeric>
 #include <vector>
 
+#include "aclnn/call.h"
 #include "aclnn/limits.h"
+#include "aclnn/standard/layout_abi.h"
 
 namespace oao {
 
@@ -36,12 +39,13 @@ inline bool any_matches(const Shape& data, const Shape& cos, const std::vector<s
 
 // A2/A3: half mode takes 11SD, B1SD, BNSD, 1S1D, BS1D, S11D, SB1D, SBND (and T1D, TND); interleave
 // only the position-only forms 11SD, 1S1D, S11D, T1D.
-inline Ort::Status check_rope_atlas(const RotaryPositionEmbeddingCall& c, const Shape& data, const Shape& cos, int64_t mode) {
+inline Ort::Status check_rope_atlas(const RotaryPositionEmbeddingCall& c, const Shape& data, const Shape& cos,
+                                    int64_t mode) {
   const std::string where = std::string(" on ") + acl::family_name(acl::Family::kA2) + "/A3";
-  if (mode > 1) {
+  if (mode > 1) {  // mode 3 arrives here as mode 0 (rotary_position_embedding_layout.h)
     return op_error(c.op, "attribute 'mode' is " + std::to_string(mode) + "; aclnn" + c.op +
                               " supports modes 0 (half) and 1 (interleave)" + where +
-                              ", modes 2 and 3 need Ascend 950");
+                              " (and mode 3 through mode 0), mode 2 needs Ascend 950");
   }
   const int64_t d = data.back();
   if (d >= 896) {
@@ -81,8 +85,8 @@ inline Ort::Status check_rope_atlas(const RotaryPositionEmbeddingCall& c, const 
   return Ort::Status(nullptr);
 }
 
-inline Ort::Status check_rope_product(const RotaryPositionEmbeddingCall& c, acl::Family family, const Shape& data,
-                                      const Shape& cos, int64_t mode) {
+inline Ort::Status check_rope_product(const RotaryPositionEmbeddingCall& c, acl::Family family,
+                                      const Shape& data, const Shape& cos, int64_t mode) {
   using acl::Family;
   if (auto status = check_rank(c.op, c.data_name, data, 3, 4); !status.IsOK()) return status;
   const int64_t d = data.back();
@@ -112,6 +116,30 @@ inline Ort::Status check_rope_product(const RotaryPositionEmbeddingCall& c, acl:
       break;
   }
   return Ort::Status(nullptr);
+}
+
+// Mode 3 (interleave-half) where the chip's aclnnRotaryPositionEmbedding(Grad) lacks it: the
+// vendor's pages give modes 2 and 3 on Ascend 950 only, and an A2/A3 runs mode 3 as what it means,
+// mode 0 on the de-interleaved last axis, with the de-interleave (and, for the gradient, its
+// inverse) as an aclnnPermute on the device.
+inline bool rope_through_half_mode(acl::Family family, int64_t mode) {
+  return mode == 3 && (family == acl::Family::kA2 || family == acl::Family::kA3);
+}
+
+// `src` [..., D] into `dst` with its last axis read as [D/2, 2] and written as [2, D/2]
+// (de-interleaved: even elements, then odd ones), or back when `deinterleave` is false.
+inline Ort::Status rope_permute_last_axis(AclnnCall& call, const void* src, void* dst, const Shape& shape,
+                                          aclDataType type, bool deinterleave) {
+  Shape pairs(shape.begin(), shape.end() - 1), halves = pairs;
+  pairs.insert(pairs.end(), {shape.back() / 2, 2});
+  halves.insert(halves.end(), {2, shape.back() / 2});
+  std::vector<int64_t> perm(pairs.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  const Shape& from = deinterleave ? pairs : halves;
+  const Shape& to = deinterleave ? halves : pairs;
+  return call.run<acl::IntArrayPrepare>("aclnnPermute", call.tensor(src, from, type), call.int_array(perm),
+                                        call.tensor(dst, to, type));
 }
 
 }  // namespace oao

@@ -49,6 +49,9 @@ ACLEMU_EXPORT int64_t aclemu_device_bytes_peak(void);
 // ACL_ERROR_RT_MEMORY_ALLOCATION (207001), and aclrtGetMemInfo reports it as the total. 0 (the
 // default) is unlimited, reported as 64 GiB.
 ACLEMU_EXPORT void aclemu_set_device_memory(uint64_t bytes);
+// The bytes of the last aclrtMalloc refused since the last reset (past the size set, or failed by
+// aclemu_fail; 0: none), which the CANN EP's error does not carry.
+ACLEMU_EXPORT int64_t aclemu_refused_device_bytes(void);
 
 #ifdef __cplusplus
 }

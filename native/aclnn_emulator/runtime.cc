@@ -66,6 +66,7 @@ struct Runtime {
   // Device bytes as requested (not rounded), so tests can state them exactly.
   size_t device_live = 0, device_peak = 0;
   size_t device_limit = 0;                      // 0: unlimited
+  size_t device_refused = 0;                    // the last allocation past the limit, since the last reset
   int64_t copied[std::size(kDirections)] = {};  // bytes by direction, since the last reset
   Stream default_stream;
   std::unordered_set<Stream*> streams;
@@ -173,10 +174,12 @@ aclError allocate_tracked(const char* symbol, void** out, const char* out_name, 
   if (device && r.device_limit != 0) {
     // The limit may have been set below what is already live.
     const size_t available = r.device_live < r.device_limit ? r.device_limit - r.device_live : 0;
-    if (size > available)
+    if (size > available) {
+      r.device_refused = size;
       return refuse(symbol, kOutOfMemory,
                     "out of device memory: " + std::to_string(size) + " bytes requested, " +
                         std::to_string(available) + " of " + std::to_string(r.device_limit) + " free");
+    }
   }
   char* p = allocate(size, device);
   if (p == nullptr)
@@ -250,6 +253,7 @@ void reset_runtime() {
   rt().device_peak = rt().device_live;
   rt().device_limit = 0;
   std::fill(std::begin(rt().copied), std::end(rt().copied), 0);
+  rt().device_refused = 0;
 }
 
 }  // namespace aclemu
@@ -297,7 +301,11 @@ ACLEMU_API aclError aclrtGetDevice(int32_t* device_id) {
 }
 
 ACLEMU_API aclError aclrtMalloc(void** dev_ptr, size_t size, int /*aclrtMemMallocPolicy*/) {
-  if (aclError injected = hooks().enter("aclrtMalloc")) return injected;
+  if (aclError injected = hooks().enter("aclrtMalloc")) {
+    std::lock_guard<std::recursive_mutex> lock(rt().mu);
+    rt().device_refused = size;
+    return injected;
+  }
   return allocate_tracked("aclrtMalloc", dev_ptr, "devPtr", size, true);
 }
 
@@ -527,6 +535,11 @@ ACLEMU_API int64_t aclemu_device_bytes_peak(void) {
 ACLEMU_API int64_t aclemu_device_bytes(void) {
   std::lock_guard<std::recursive_mutex> lock(rt().mu);
   return static_cast<int64_t>(rt().device_live);
+}
+
+ACLEMU_API int64_t aclemu_refused_device_bytes(void) {
+  std::lock_guard<std::recursive_mutex> lock(rt().mu);
+  return static_cast<int64_t>(rt().device_refused);
 }
 
 ACLEMU_API void aclemu_set_device_memory(uint64_t bytes) {

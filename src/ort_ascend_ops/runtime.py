@@ -17,6 +17,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidGraph
 
 from .bfloat16 import widen_bfloat16, widen_float16_products
 from .cann_ep import for_cann_ep
+from .cann_ep.aclnn_ops import to_aclnn_domain
 from .domain import DOMAIN
 from .opschema import bind_types, load_op_specs
 
@@ -211,7 +212,9 @@ def make_session(
     loaded = model if isinstance(model, onnx.ModelProto) else onnx.load(model, load_external_data=False)
     check_nodes(loaded)
     if any((p if isinstance(p, str) else p[0]) == CANN_EP for p in providers):
-        runnable = widen_bfloat16(for_cann_ep(loaded, input_shapes))  # the NPU's kernels keep the low types
+        # The NPU's kernels keep the low types; the casts the widening puts around what no row
+        # takes go to the NPU too (the EP's own Cast has no bfloat16).
+        runnable = to_aclnn_domain(widen_bfloat16(for_cann_ep(loaded, input_shapes)))
     else:
         runnable = widen_float16_products(widen_bfloat16(loaded))
     if runnable is loaded:

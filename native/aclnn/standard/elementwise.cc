@@ -1,5 +1,7 @@
 // Elementwise standard ops: ONNX's broadcasting is the vendor's, so each is one aclnn call on the
 // node's own tensors; the variadic ones (Sum, Max, Min) fold pairwise into the output.
+#include <string>
+
 #include "aclnn/standard/elementwise_abi.h"
 #include "aclnn/standard/rows.h"
 
@@ -115,6 +117,46 @@ Ort::Status cast(Call& call) {
                                             call.tensor(y, x.shape, to));
 }
 
+// IsNaN: NaN alone differs from itself (aclnnNeTensor of x with x; the vendor has no aclnnIsNan).
+Ort::Status is_nan(Call& call) {
+  const Tensor x = call.input(0);
+  void* y = call.output(0, x.shape);
+  if (x.count() == 0) return Ort::Status(nullptr);
+  const aclTensor* self = call.tensor(x);
+  return call.aclnn().run<acl::BinaryPrepare>("aclnnNeTensor", self, call.tensor(x),
+                                              call.tensor(y, x.shape, kBool));
+}
+
+// Gelu (opset 20): approximate "none" (erf) or "tanh", aclnnGeluV2's 0 and 1.
+Ort::Status gelu(Call& call) {
+  const std::string approximate = call.attribute_string("approximate").value_or("none");
+  if (approximate != "none" && approximate != "tanh") {
+    return call.error("attribute 'approximate' is \"" + approximate + "\"; it must be \"none\" or \"tanh\"");
+  }
+  const Tensor x = call.input(0);
+  void* y = call.output(0, x.shape);
+  if (x.count() == 0) return Ort::Status(nullptr);
+  return call.aclnn().run<acl::GeluV2Prepare>("aclnnGeluV2", call.tensor(x), approximate == "tanh" ? 1 : 0,
+                                              call.tensor(y, x.shape, call.output_type(0)));
+}
+
+// Mod: fmod=0 is the remainder with the divisor's sign (Python's %: aclnnRemainderTensorTensor), which
+// ONNX defines for integers only; fmod=1 C's fmod, the dividend's sign (aclnnFmodTensor).
+Ort::Status mod(Call& call) {
+  const Tensor a = call.input(0), b = call.input(1);
+  const bool fmod = call.attribute_int("fmod", 0) != 0;
+  if (!fmod && a.type != kI32 && a.type != kI64) {
+    return call.error(std::string("fmod=0 takes integers; ") + type_name_of(a.type) +
+                      " inputs need fmod=1 (ONNX's rule)");
+  }
+  const Shape shape = broadcast_inputs(call, 0, 2);
+  void* y = call.output(0, shape);
+  if (element_count(shape) == 0) return Ort::Status(nullptr);
+  return call.aclnn().run<acl::BinaryPrepare>(fmod ? "aclnnFmodTensor" : "aclnnRemainderTensorTensor",
+                                              call.tensor(a), call.tensor(b),
+                                              call.tensor(y, shape, call.output_type(0)));
+}
+
 // Function names as template arguments need linkage.
 constexpr char kAdd[] = "aclnnAdd", kSub[] = "aclnnSub", kMul[] = "aclnnMul", kPow[] = "aclnnPowTensorTensor",
                kMaximum[] = "aclnnMaximum", kMinimum[] = "aclnnMinimum", kEq[] = "aclnnEqTensor",
@@ -167,6 +209,9 @@ std::vector<Row> elementwise_rows() {
       {"Erf", kErf, unary<kErf>, 1, 1, typed(kFloats, 2)},
       {"Floor", kFloor, unary<kFloor>, 1, 1, typed(kFloats, 2)},
       {"Ceil", kCeil, unary<kCeil>, 1, 1, typed(kFloats, 2)},
+      {"Gelu", "aclnnGeluV2", gelu, 1, 1, typed(kFloats, 2)},
+      {"IsNaN", "aclnnNeTensor", is_nan, 1, 1, typed(kFloats, 1, {}, {kBool})},
+      {"Mod", "aclnnRemainderTensorTensor, aclnnFmodTensor", mod, 2, 1, typed(kNumbers, 3)},
       {"Where", "aclnnSWhere", where, 3, 1, typed(kAll, 3, {kBool})},
       Row{"Cast", "aclnnCast", cast, 1, 1,
           pairs(kAll, kAll, [](auto from, auto to) { return Types{from, to}; })}

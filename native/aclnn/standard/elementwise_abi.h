@@ -10,8 +10,10 @@ namespace oao::acl {
 using AlphaBinaryPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* other,
                                            const aclScalar* alpha, const aclTensor* out,
                                            uint64_t* workspace_size, aclOpExecutor** executor);
-// aclnnMul, aclnnDiv, aclnnMaximum, aclnnMinimum, aclnnPowTensorTensor, aclnnEqTensor, aclnnLtTensor,
-// aclnnLeTensor, aclnnGtTensor, aclnnGeTensor, aclnnLogicalAnd, aclnnLogicalOr, aclnnLogicalXor.
+// aclnnMul, aclnnDiv, aclnnMaximum, aclnnMinimum, aclnnPowTensorTensor, aclnnEqTensor, aclnnNeTensor,
+// aclnnLtTensor, aclnnLeTensor, aclnnGtTensor, aclnnGeTensor, aclnnLogicalAnd, aclnnLogicalOr,
+// aclnnLogicalXor, aclnnRemainderTensorTensor (floor: the divisor's sign), aclnnFmodTensor (C's fmod:
+// the dividend's sign).
 using BinaryPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* other, const aclTensor* out,
                                       uint64_t* workspace_size, aclOpExecutor** executor);
 // aclnnDivMod: mode 0 true division, 1 toward zero (ONNX's integer Div), 2 floor.
@@ -26,6 +28,9 @@ using UnaryPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* out
 using WherePrepare = aclnnStatus (*)(const aclTensor* condition, const aclTensor* self,
                                      const aclTensor* other, const aclTensor* out, uint64_t* workspace_size,
                                      aclOpExecutor** executor);
+// aclnnGeluV2: approximate 0 is x * Phi(x) (erf), 1 its tanh approximation.
+using GeluV2Prepare = aclnnStatus (*)(const aclTensor* x, int64_t approximate, const aclTensor* y,
+                                      uint64_t* workspace_size, aclOpExecutor** executor);
 // aclnnCast.
 using CastPrepare = aclnnStatus (*)(const aclTensor* self, aclDataType dtype, const aclTensor* out,
                                     uint64_t* workspace_size, aclOpExecutor** executor);

@@ -2,6 +2,8 @@
 // stays in the inputs' type (KEEP_DTYPE: no HF32 for float32) with float32 accumulation, as the
 // vendor's cube units do. The page allows 1 to 6 axes per input; beyond that, batch axes that
 // broadcast alike are merged into one (a row-major reshape, no copy) to bring both within it.
+// Gemm: alpha * A' @ B' + beta * C is aclnnAddmm's formula; transA and transB are strided views of
+// A and B (no copy), C a 2-D view of itself. Without C, aclnnMatmul, then aclnnMuls for alpha != 1.
 #include "aclnn/standard/matmul_abi.h"
 #include "aclnn/standard/rows.h"
 
@@ -93,11 +95,67 @@ Ort::Status matmul(Call& call) {
                                               call.tensor(y, views.out, type), acl::kKeepDtype);
 }
 
+// A 2-D Gemm operand as the product reads it: [rows, cols] of `t`, or of its transpose (a strided
+// view of the same memory).
+const aclTensor* operand(Call& call, const Tensor& t, bool transposed) {
+  if (!transposed) return call.tensor(t);
+  return call.aclnn().view(t.data, {t.shape[1], t.shape[0]}, {1, t.shape[1]}, 0, t.shape,
+                           acl_type_of(t.type));
+}
+
+Ort::Status gemm(Call& call) {
+  const Tensor a = call.input(0), b = call.input(1);
+  if (a.shape.size() != 2 || b.shape.size() != 2) {
+    return call.error("inputs A " + shape_str(a.shape) + " and B " + shape_str(b.shape) + " must be 2-D");
+  }
+  const bool trans_a = call.attribute_int("transA", 0) != 0, trans_b = call.attribute_int("transB", 0) != 0;
+  const float alpha = call.attribute_float("alpha").value_or(1.0f);
+  const float beta = call.attribute_float("beta").value_or(1.0f);
+  const int64_t m = a.shape[trans_a ? 1 : 0], k = a.shape[trans_a ? 0 : 1];
+  const int64_t k_b = b.shape[trans_b ? 1 : 0], n = b.shape[trans_b ? 0 : 1];
+  if (k != k_b) {
+    return call.error("input A " + shape_str(a.shape) + (trans_a ? " (transposed)" : "") +
+                      " has K = " + std::to_string(k) + " but B " + shape_str(b.shape) +
+                      (trans_b ? " (transposed)" : "") + " has K = " + std::to_string(k_b));
+  }
+  const Shape shape = {m, n};
+  const bool with_c = call.has_input(2);
+  Shape c_view;
+  if (with_c) {
+    // C broadcasts to [M, N] one way: [], [N], [1, N], [M, 1], [M, N] (and 1s for either); as 2-D.
+    const Shape c = call.input(2).shape;
+    c_view = c.size() == 0 ? Shape{1, 1} : c.size() == 1 ? Shape{1, c[0]} : c;
+    const auto full = broadcast(c_view, shape);
+    if (c.size() > 2 || !full || *full != shape) {
+      return call.error("input C " + shape_str(c) + " does not broadcast to [M, N] " + shape_str(shape));
+    }
+  }
+  void* y = call.output(0, shape);
+  if (m == 0 || n == 0) return Ort::Status(nullptr);
+  const ONNXTensorElementDataType type = call.output_type(0);
+  AclnnCall& aclnn = call.aclnn();
+  const aclTensor* out = call.tensor(y, shape, type);
+  // K = 0 is each function's to fill: the product is zeros.
+  if (with_c) {
+    const Tensor c = call.input(2);
+    return aclnn.run<acl::AddmmPrepare>("aclnnAddmm", call.tensor(c.data, c_view, c.type),
+                                        operand(call, a, trans_a), operand(call, b, trans_b),
+                                        aclnn.scalar(beta, ACL_FLOAT), aclnn.scalar(alpha, ACL_FLOAT), out,
+                                        acl::kKeepDtype);
+  }
+  Ort::Status status = aclnn.run<acl::MatmulPrepare>("aclnnMatmul", operand(call, a, trans_a),
+                                                     operand(call, b, trans_b), out, acl::kKeepDtype);
+  if (!status.IsOK() || alpha == 1.0f) return status;
+  return aclnn.run<acl::MulsPrepare>("aclnnMuls", call.tensor(y, shape, type), aclnn.scalar(alpha, ACL_FLOAT),
+                                     call.tensor(y, shape, type));
+}
+
 }  // namespace
 
 std::vector<Row> matmul_rows() {
   return {
       {"MatMul", "aclnnMatmul", matmul, 2, 1, typed(kFloats, 3)},
+      Row{"Gemm", "aclnnAddmm, aclnnMatmul, aclnnMuls", gemm, 3, 1, typed(kFloats, 4)}.optional_from(2),
   };
 }
 

@@ -1,4 +1,4 @@
-// The vendor's first phases of the aclnn functions the matmul and softmax families call
+// The vendor's first phases of the aclnn functions the matmul (MatMul, Gemm) and softmax families call
 // (signatures from the aclnn pages, as acl_abi.h's).
 #pragma once
 
@@ -12,6 +12,17 @@ using MatmulPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* ma
                                       int8_t cube_math_type, uint64_t* workspace_size,
                                       aclOpExecutor** executor);
 inline constexpr int8_t kKeepDtype = 0;
+
+// aclnnAddmm: out = beta * self + alpha * (mat1 @ mat2); mat1 [m, k], mat2 [k, n] (either may be a
+// strided view), self broadcastable to [m, n].
+using AddmmPrepare = aclnnStatus (*)(const aclTensor* self, const aclTensor* mat1, const aclTensor* mat2,
+                                     const aclScalar* beta, const aclScalar* alpha, const aclTensor* out,
+                                     int8_t cube_math_type, uint64_t* workspace_size,
+                                     aclOpExecutor** executor);
+
+// aclnnMuls: out = self * other (a host scalar).
+using MulsPrepare = aclnnStatus (*)(const aclTensor* self, const aclScalar* other, const aclTensor* out,
+                                    uint64_t* workspace_size, aclOpExecutor** executor);
 
 // aclnnSoftmax, aclnnLogSoftmax: along `dim` (counted from the end when negative).
 using SoftmaxPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, const aclTensor* out,

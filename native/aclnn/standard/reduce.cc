@@ -1,7 +1,8 @@
-// Reductions, CumSum, ArgMax and TopK: each one aclnn call on the node's own tensors. ONNX's axes,
-// K and axis inputs are host inputs (initializers once a session's shapes are folded); what ONNX
-// defines and the vendor's functions do not take (an identity over empty axes, empty reductions,
-// ArgMax's select_last_index) is done here or refused naming the rule, before any vendor call.
+// Reductions, CumSum, ArgMax and TopK: each one aclnn call (ReduceProd one per axis) on the node's
+// own tensors. ONNX's axes, K and axis inputs are host inputs (initializers once a session's shapes
+// are folded); what ONNX defines and the vendor's functions do not take (an identity over empty
+// axes, empty reductions, ArgMax's select_last_index) is done here or refused naming the rule,
+// before any vendor call.
 #include <string>
 
 #include "aclnn/standard/reduce_abi.h"
@@ -51,7 +52,7 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   return out;
 }
 
-enum class Reduction { kSum, kMean, kMax, kMin };
+enum class Reduction { kSum, kMean, kMax, kMin, kL2 };
 
 template <Reduction kReduction>
 Ort::Status reduce(Call& call) {
@@ -92,6 +93,49 @@ Ort::Status reduce(Call& call) {
       return call.aclnn().run<acl::ReducePrepare>("aclnnAmax", self, dims, keep, out);
     case Reduction::kMin:
       return call.aclnn().run<acl::ReducePrepare>("aclnnAmin", self, dims, keep, out);
+    case Reduction::kL2:
+      // torch.linalg.vector_norm's call on the NPU (clip_grad_norm_'s norms); float16 and bfloat16
+      // accumulate in float32 on the device.
+      return call.aclnn().run<acl::NormPrepare>("aclnnNorm", self, call.aclnn().scalar(2.0, ACL_FLOAT), dims,
+                                                keep, out);
+  }
+  return Ort::Status(nullptr);
+}
+
+// ReduceProd: aclnnProdDim takes one axis, so each axis of `axes` in turn, kept as 1, into scratch
+// (float32 for the float types, which the device multiplies in, so that only the last product
+// rounds to the node's type), the last into the output seen with its axes kept: dropping them
+// moves no element. A product over no values is 1 (ONNX's, and torch.prod's on the NPU).
+Ort::Status reduce_prod(Call& call) {
+  const Tensor x = call.input(0);
+  const std::vector<int64_t> axes = reduce_axes(call, x.shape.size());
+  const bool keep = call.attribute_int("keepdims", 1) != 0;
+  const ONNXTensorElementDataType type = call.output_type(0);
+  if (axes.empty()) {
+    void* y = call.output(0, x.shape);
+    call.aclnn().copy_on_stream(y, x.data, x.bytes());
+    return Ort::Status(nullptr);
+  }
+  void* y = call.output(0, reduced_shape(x.shape, axes, keep));
+  const Shape kept = reduced_shape(x.shape, axes, true);
+  if (element_count(kept) == 0) return Ort::Status(nullptr);
+  const ONNXTensorElementDataType between = (type == kI32 || type == kI64) ? type : kF32;
+  const void* from = x.data;
+  Shape shape = x.shape;
+  ONNXTensorElementDataType from_type = x.type;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const bool last = i + 1 == axes.size();
+    Shape next = shape;
+    next[axes[i]] = 1;
+    const ONNXTensorElementDataType to = last ? type : between;
+    void* into = last ? y : call.aclnn().scratch(static_cast<size_t>(element_count(next)) * type_size(to));
+    Ort::Status status =
+        call.aclnn().run<acl::ProdDimPrepare>("aclnnProdDim", call.tensor(from, shape, from_type), axes[i],
+                                              true, acl_type_of(to), call.tensor(into, next, to));
+    if (!status.IsOK()) return status;
+    from = into;
+    shape = next;
+    from_type = to;
   }
   return Ort::Status(nullptr);
 }
@@ -183,6 +227,12 @@ std::vector<Row> reduce_rows() {
           .on_host({1})
           .optional_from(1),
       Row{"ReduceMin", "aclnnAmin", reduce<Reduction::kMin>, 2, 1, with_index(max_min_types, {kI64})}
+          .on_host({1})
+          .optional_from(1),
+      Row{"ReduceL2", "aclnnNorm", reduce<Reduction::kL2>, 2, 1, with_index(kFloats, {kI64})}
+          .on_host({1})
+          .optional_from(1),
+      Row{"ReduceProd", "aclnnProdDim", reduce_prod, 2, 1, with_index(kNumbers, {kI64})}
           .on_host({1})
           .optional_from(1),
       Row{"CumSum", "aclnnCumsum, aclnnCumsumV2", cumsum, 2, 1, cumsum_signatures}.on_host({1}),

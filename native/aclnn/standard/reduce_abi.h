@@ -14,6 +14,14 @@ using ReduceDtypePrepare = aclnnStatus (*)(const aclTensor* self, const aclIntAr
 using ReducePrepare = aclnnStatus (*)(const aclTensor* self, const aclIntArray* dim, bool keepDim,
                                       const aclTensor* out, uint64_t* workspace_size,
                                       aclOpExecutor** executor);
+// aclnnNorm: out = (sum of |self|^p over dim)^(1/p), in self's type (ReduceL2: p = 2).
+using NormPrepare = aclnnStatus (*)(const aclTensor* self, const aclScalar* p, const aclIntArray* dim,
+                                    bool keepDim, const aclTensor* out, uint64_t* workspace_size,
+                                    aclOpExecutor** executor);
+// aclnnProdDim: out = product of self along dim, computed as dtype (out's type; self's may differ).
+using ProdDimPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, bool keepDim, aclDataType dtype,
+                                       const aclTensor* out, uint64_t* workspace_size,
+                                       aclOpExecutor** executor);
 // aclnnCumsum: inclusive running sums along dim, computed as dtype (out's type).
 using CumsumPrepare = aclnnStatus (*)(const aclTensor* self, int64_t dim, aclDataType dtype,
                                       const aclTensor* out, uint64_t* workspace_size,

@@ -1,11 +1,13 @@
 // libopapi_math.so: the elementwise functions (aclnnAdd and its kin, comparisons, logic,
-// activations, aclnnSWhere, aclnnCast). Each checks what its page lists for Atlas A2/A3: element
-// types, broadcastable shapes, an out of the broadcast shape; computes through double per element.
+// activations, remainders, aclnnMuls, aclnnSWhere, aclnnCast). Each checks what its page lists for Atlas
+// A2/A3: element types, broadcastable shapes, an out of the broadcast shape; computes through double per
+// element.
 #include <cmath>
 #include <functional>
 #include <type_traits>
 
 #include "aclnn/standard/elementwise_abi.h"
+#include "aclnn/standard/matmul_abi.h"
 #include "math/common.h"
 
 namespace {
@@ -103,6 +105,8 @@ ACLEMU_BINARY(aclnnMinimum, kNumberTypes, kNumberTypes,
 ACLEMU_BINARY(aclnnPowTensorTensor, kNumberTypes, kNumberTypes,
               [](double a, double b) { return std::pow(a, b); })
 ACLEMU_BINARY(aclnnEqTensor, kAllTypes, kAllTypes, [](double a, double b) { return double(a == b); })
+// NaN differs from everything, itself included (the standard ops' IsNaN is x != x).
+ACLEMU_BINARY(aclnnNeTensor, kAllTypes, kAllTypes, [](double a, double b) { return double(a != b); })
 ACLEMU_BINARY(aclnnLtTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a < b); })
 ACLEMU_BINARY(aclnnLeTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a <= b); })
 ACLEMU_BINARY(aclnnGtTensor, kNumberTypes, kAllTypes, [](double a, double b) { return double(a > b); })
@@ -132,6 +136,80 @@ ACLEMU_TWO_PHASES(aclnnDivMod,
                   }())
 static_assert(std::is_same_v<decltype(&aclnnDivModGetWorkspaceSize), oao::acl::DivModPrepare>);
 
+namespace {
+
+// The pages' types for aclnnRemainderTensorTensor and aclnnFmodTensor on A2/A3, less DOUBLE (and
+// INT16), which this emulator's element readers do not hold.
+constexpr std::initializer_list<aclDataType> kRemainderTypes = {ACL_FLOAT, ACL_FLOAT16, ACL_BF16, ACL_INT32,
+                                                                ACL_INT64};
+
+// out = self - floor(self / other) * other (floor: the divisor's sign) or, `truncated`, C's fmod (the
+// dividend's sign). Integers exactly through int64; an integer divisor of 0 gives 0 here (the
+// device's value is not on the pages).
+Plan remainder(const aclTensor* self, const aclTensor* other, const aclTensor* out, bool truncated,
+               std::initializer_list<aclDataType> types) {
+  const bool integer = self != nullptr && is_integer(self->dtype);
+  if (other != nullptr && self != nullptr && other->dtype != self->dtype) {
+    fail(kErrParamInvalid,
+         "other dtype " + dtype_name(other->dtype) + " is not self's " + dtype_name(self->dtype));
+  }
+  return binary(
+      self, other, out,
+      [integer, truncated](double a, double b) {
+        if (integer) {
+          const auto x = static_cast<int64_t>(a), y = static_cast<int64_t>(b);
+          if (y == 0) return 0.0;
+          int64_t r = x % y;
+          if (!truncated && r != 0 && ((r < 0) != (y < 0))) r += y;
+          return static_cast<double>(r);
+        }
+        if (truncated) return std::fmod(a, b);
+        const double r = a - std::floor(a / b) * b;
+        return r;
+      },
+      types, types);
+}
+
+constexpr double kSqrtTwoOverPi = 0.7978845608028654;
+
+}  // namespace
+
+#define ACLEMU_REMAINDER(name, truncated)                                                 \
+  ACLEMU_TWO_PHASES(name,                                                                 \
+                    (const aclTensor* self, const aclTensor* other, const aclTensor* out, \
+                     uint64_t* workspaceSize, aclOpExecutor** executor),                  \
+                    remainder(self, other, out, truncated, kRemainderTypes))              \
+  static_assert(std::is_same_v<decltype(&name##GetWorkspaceSize), oao::acl::BinaryPrepare>);
+
+ACLEMU_REMAINDER(aclnnRemainderTensorTensor, false)
+ACLEMU_REMAINDER(aclnnFmodTensor, true)
+
+ACLEMU_TWO_PHASES(aclnnGeluV2,
+                  (const aclTensor* x, int64_t approximate, const aclTensor* y, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  [&] {
+                    if (approximate != 0 && approximate != 1) {
+                      fail(kErrParamInvalid,
+                           "approximate must be 0 (none) or 1 (tanh), got " + std::to_string(approximate));
+                    }
+                    return unary(
+                        x, y,
+                        [approximate](double v) {
+                          if (approximate == 0) return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+                          return 0.5 * v * (1.0 + std::tanh(kSqrtTwoOverPi * (v + 0.044715 * v * v * v)));
+                        },
+                        kFloatTypes);
+                  }())
+static_assert(std::is_same_v<decltype(&aclnnGeluV2GetWorkspaceSize), oao::acl::GeluV2Prepare>);
+
+ACLEMU_TWO_PHASES(aclnnMuls,
+                  (const aclTensor* self, const aclScalar* other, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  [&] {
+                    const double factor = need_scalar(other, "other").value;
+                    return unary(self, out, [factor](double v) { return v * factor; }, kNumberTypes);
+                  }())
+static_assert(std::is_same_v<decltype(&aclnnMulsGetWorkspaceSize), oao::acl::MulsPrepare>);
 ACLEMU_TWO_PHASES(aclnnLogicalNot,
                   (const aclTensor* self, const aclTensor* out, uint64_t* workspaceSize,
                    aclOpExecutor** executor),

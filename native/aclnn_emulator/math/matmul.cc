@@ -1,4 +1,7 @@
-// libopapi_math.so: the matmul family's functions (native/aclnn/standard/matmul.cc calls them).
+// libopapi_math.so: the matmul family's functions (native/aclnn/standard/matmul.cc calls them):
+// aclnnMatmul, and aclnnAddmm (ops-nn matmul/addmm docs: self broadcastable to [m, n], mat1 [m, k]
+// and mat2 [k, n] of one float type, which self and out share; beta * self + alpha * product
+// rounded once to out's type), with the same cube modes.
 // aclnnMatmul checks what its page lists for Atlas A2/A3 (ops-nn matmul/mat_mul_v3/docs/
 // aclnnMatmul.md): 1 to 6 axes per input, numpy's promotion of 1-D operands, broadcast batch
 // axes, equal K, the dtype pairs the A2 deduces, the cubeMathType values it accepts per dtype;
@@ -121,6 +124,68 @@ Plan matmul(const aclTensor* self_p, const aclTensor* mat2_p, const aclTensor* o
   return {{self_p, mat2_p}, {out_p}, compute};
 }
 
+Plan addmm(const aclTensor* self_p, const aclTensor* mat1_p, const aclTensor* mat2_p, const aclScalar* beta_p,
+           const aclScalar* alpha_p, const aclTensor* out_p, int8_t cube) {
+  const aclTensor& self = need(self_p, "self");
+  const aclTensor& mat1 = need(mat1_p, "mat1");
+  const aclTensor& mat2 = need(mat2_p, "mat2");
+  const double beta = need_scalar(beta_p, "beta").value;
+  const double alpha = need_scalar(alpha_p, "alpha").value;
+  const aclTensor& out = need(out_p, "out");
+  check_dtype(mat1, "mat1", kFloatTypes);
+  check_same_dtype(mat2, "mat2", mat1, "mat1");
+  check_same_dtype(self, "self", mat1, "mat1");
+  check_same_dtype(out, "out", mat1, "mat1");
+  if (cube < kKeepDtype || cube > kUseFp32Add) {
+    fail(kErrParamInvalid, "cubeMathType " + std::to_string(cube) + " is not one of 0 to 4");
+  }
+  if (cube == kUseFp16 && mat1.dtype == ACL_BF16)
+    fail(kErrParamInvalid, "cubeMathType 2 (USE_FP16) takes no BFLOAT16");
+  if (cube == kUseHf32 && mat1.dtype != ACL_FLOAT) {
+    fail(kErrParamInvalid, "cubeMathType 3 (USE_HF32) takes FLOAT only, not " + dtype_name(mat1.dtype));
+  }
+  if (mat1.dims.size() != 2 || mat2.dims.size() != 2) {
+    fail(kErrParamInvalid,
+         "mat1 " + shape_text(mat1.dims) + " and mat2 " + shape_text(mat2.dims) + " must both have 2 axes");
+  }
+  if (self.dims.size() > 2) fail(kErrParamInvalid, "self " + shape_text(self.dims) + " has more than 2 axes");
+  const int64_t m = mat1.dims[0], k = mat1.dims[1], n = mat2.dims[1];
+  if (mat2.dims[0] != k) {
+    fail(kErrParamInvalid,
+         "the K axes of mat1 " + shape_text(mat1.dims) + " and mat2 " + shape_text(mat2.dims) + " differ");
+  }
+  const std::vector<int64_t> shape = {m, n};
+  aclTensor product = out;
+  product.dims = shape;
+  if (broadcast_shape(self, "self", product, "mat1 @ mat2") != shape) {
+    fail(kErrParamInvalid, "self " + shape_text(self.dims) + " does not broadcast to " + shape_text(shape));
+  }
+  if (out.dims != shape)
+    fail(kErrParamInvalid, "out shape " + shape_text(out.dims) + " is not " + shape_text(shape));
+  const bool fp32 = mat1.dtype == ACL_FLOAT;
+  const auto as_read = [cube, fp32](float v) -> double {
+    if (fp32 && (cube == kAllowDownPrecision || cube == kUseHf32)) return to_hf32(v);
+    if (fp32 && cube == kUseFp16) return f16_to_float(float_to_f16(v));
+    return v;
+  };
+  auto compute = [self_p, mat1_p, mat2_p, out_p, shape, m, n, k, beta, alpha, as_read] {
+    const std::vector<float> a = read_floats(*mat1_p), b = read_floats(*mat2_p), c = read_floats(*self_p);
+    const std::vector<int64_t> ic = broadcast_index(shape, self_p->dims);
+    std::vector<double> y(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t p = 0; p < k; ++p) sum += as_read(a[i * k + p]) * as_read(b[p * n + j]);
+        const size_t at = static_cast<size_t>(i * n + j);
+        // beta 0 leaves self out, NaN there included (torch's addmm rule; the page does not say).
+        y[at] = alpha * sum + (beta == 0 ? 0.0 : beta * c[ic[at]]);
+      }
+    }
+    write(*out_p, y);
+  };
+  return {{self_p, mat1_p, mat2_p}, {out_p}, compute};
+}
+
 }  // namespace
 
 ACLEMU_TWO_PHASES(aclnnMatmul,
@@ -128,3 +193,10 @@ ACLEMU_TWO_PHASES(aclnnMatmul,
                    uint64_t* workspaceSize, aclOpExecutor** executor),
                   matmul(self, mat2, out, cubeMathType))
 static_assert(std::is_same_v<decltype(&aclnnMatmulGetWorkspaceSize), oao::acl::MatmulPrepare>);
+
+ACLEMU_TWO_PHASES(aclnnAddmm,
+                  (const aclTensor* self, const aclTensor* mat1, const aclTensor* mat2, const aclScalar* beta,
+                   const aclScalar* alpha, const aclTensor* out, int8_t cubeMathType, uint64_t* workspaceSize,
+                   aclOpExecutor** executor),
+                  addmm(self, mat1, mat2, beta, alpha, out, cubeMathType))
+static_assert(std::is_same_v<decltype(&aclnnAddmmGetWorkspaceSize), oao::acl::AddmmPrepare>);

@@ -1,8 +1,8 @@
 // libopapi_math.so: the reduce family's functions (native/aclnn/standard/reduce.cc calls them):
-// aclnnReduceSum, aclnnMean, aclnnAmax, aclnnAmin, aclnnCumsum, aclnnCumsumV2, aclnnArgMax, aclnnTopk.
-// Each checks what its page and the vendor's ops-math sources (op_api/aclnn_*.cpp) check for Atlas
-// A2/A3, in their order and with their codes (161002 throughout, shapes included), and computes with
-// plain loops: floats through double, rounded once to the output's type (the device accumulates
+// aclnnReduceSum, aclnnMean, aclnnAmax, aclnnAmin, aclnnNorm, aclnnProdDim, aclnnCumsum, aclnnCumsumV2,
+// aclnnArgMax, aclnnTopk. Each checks what its page and the vendor's ops-math sources (op_api/aclnn_*.cpp)
+// check for Atlas A2/A3, in their order and with their codes (161002 throughout, shapes included), and
+// computes with plain loops: floats through double, rounded once to the output's type (the device accumulates
 // float16 and bfloat16 in float32), integers through int64.
 #include <algorithm>
 #include <cmath>
@@ -189,6 +189,67 @@ Plan reduction(Reduction kind, const aclTensor* self_p, const aclIntArray* dims_
   return {{self_p}, {out_p}, compute};
 }
 
+// aclnnNorm for a finite p > 0 (what ReduceL2 calls): (sum |x|^p)^(1/p) through double, in
+// self's type; the page's other norms (0, inf, -inf) this emulator refuses rather than guesses.
+Plan norm(const aclTensor* self_p, const aclScalar* p_p, const aclIntArray* dims_p, bool keep,
+          const aclTensor* out_p) {
+  const aclTensor& self = need(self_p, "self");
+  const double p = need_scalar(p_p, "p").value;
+  const std::vector<int64_t>& dims = need_array(dims_p, "dim");
+  const aclTensor& out = need(out_p, "out");
+  check_dtype(self, "self", kFloatTypes);
+  check_same_dtype(out, "out", self, "self");
+  if (!(std::isfinite(p) && p > 0)) fail(kErrParamInvalid, "p " + std::to_string(p) + " is not emulated");
+  check_max_rank(self, "self");
+  const std::vector<bool> mask = reduce_mask(self, dims, false);
+  const std::vector<int64_t> kept = reduced_dims(self.dims, mask, true);
+  check_out(out, "out", reduced_dims(self.dims, mask, keep));
+  auto compute = [self_p, out_p, kept, p] {
+    const std::vector<double> x = read(*self_p);
+    const std::vector<int64_t> into = broadcast_index(self_p->dims, kept);
+    std::vector<double> y(static_cast<size_t>(numel(kept)), 0.0);
+    for (size_t i = 0; i < x.size(); ++i) y[into[i]] += std::pow(std::fabs(x[i]), p);
+    for (double& v : y) v = std::pow(v, 1.0 / p);
+    write(*out_p, y);
+  };
+  return {{self_p}, {out_p}, compute};
+}
+
+// aclnnProdDim's types on A2/A3 (its page), less those the element readers do not hold.
+constexpr std::initializer_list<aclDataType> kProdTypes = kSumTypes;
+
+template <class V>
+void multiply_along(const aclTensor& self, const aclTensor& out, const std::vector<int64_t>& kept) {
+  const std::vector<V> x = load<V>(self);
+  const std::vector<int64_t> into = broadcast_index(self.dims, kept);
+  std::vector<V> y(static_cast<size_t>(numel(kept)), V(1));  // a product over no values is 1
+  for (size_t i = 0; i < x.size(); ++i) y[into[i]] *= x[i];
+  store(out, y);
+}
+
+Plan prod_dim(const aclTensor* self_p, int64_t dim, bool keep, aclDataType dtype, const aclTensor* out_p) {
+  const aclTensor& self = need(self_p, "self");
+  const aclTensor& out = need(out_p, "out");
+  check_dtype(self, "self", kProdTypes);
+  check_dtype(out, "out", kProdTypes);
+  if (dtype != out.dtype) {
+    fail(kErrParamInvalid, "dtype " + dtype_name(dtype) + " is not out's " + dtype_name(out.dtype));
+  }
+  check_max_rank(self, "self");
+  std::vector<bool> mask(self.dims.size(), false);
+  if (!self.dims.empty()) mask[wrap_dim(dim, self.dims.size(), "dim")] = true;
+  const std::vector<int64_t> kept = reduced_dims(self.dims, mask, true);
+  check_out(out, "out", reduced_dims(self.dims, mask, keep));
+  auto compute = [self_p, out_p, kept] {
+    if (is_float(self_p->dtype) || is_float(out_p->dtype)) {
+      multiply_along<double>(*self_p, *out_p, kept);
+    } else {
+      multiply_along<int64_t>(*self_p, *out_p, kept);
+    }
+  };
+  return {{self_p}, {out_p}, compute};
+}
+
 // The tensor as [outer, length, inner] around axis `dim` (a scalar as [1, 1, 1]).
 struct Around {
   int64_t outer = 1, length = 1, inner = 1;
@@ -319,6 +380,18 @@ ACLEMU_TWO_PHASES(aclnnAmin,
                    uint64_t* workspaceSize, aclOpExecutor** executor),
                   reduction(Reduction::kMin, self, dim, keepDim, nullptr, out))
 static_assert(std::is_same_v<decltype(&aclnnAminGetWorkspaceSize), oao::acl::ReducePrepare>);
+
+ACLEMU_TWO_PHASES(aclnnNorm,
+                  (const aclTensor* self, const aclScalar* p, const aclIntArray* dim, bool keepDim,
+                   const aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor),
+                  norm(self, p, dim, keepDim, out))
+static_assert(std::is_same_v<decltype(&aclnnNormGetWorkspaceSize), oao::acl::NormPrepare>);
+
+ACLEMU_TWO_PHASES(aclnnProdDim,
+                  (const aclTensor* self, int64_t dim, bool keepDim, aclDataType dtype, const aclTensor* out,
+                   uint64_t* workspaceSize, aclOpExecutor** executor),
+                  prod_dim(self, dim, keepDim, dtype, out))
+static_assert(std::is_same_v<decltype(&aclnnProdDimGetWorkspaceSize), oao::acl::ProdDimPrepare>);
 
 ACLEMU_TWO_PHASES(aclnnCumsum,
                   (const aclTensor* self, int64_t dim, aclDataType dtype, const aclTensor* out,

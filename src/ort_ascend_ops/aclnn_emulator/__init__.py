@@ -100,11 +100,17 @@ def control() -> ctypes.CDLL:
     lib.aclemu_calls.argtypes = [ctypes.c_char_p]
     lib.aclemu_calls_from.restype = ctypes.c_int64
     lib.aclemu_calls_from.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-    for name in ("aclemu_copied_bytes", "aclemu_device_bytes", "aclemu_device_bytes_peak"):
+    for name in (
+        "aclemu_copied_bytes",
+        "aclemu_device_bytes",
+        "aclemu_device_bytes_peak",
+        "aclemu_refused_device_bytes",
+    ):
         getattr(lib, name).restype = ctypes.c_int64
     lib.aclemu_copied_bytes.argtypes = [ctypes.c_char_p]
     lib.aclemu_device_bytes.argtypes = []
     lib.aclemu_device_bytes_peak.argtypes = []
+    lib.aclemu_refused_device_bytes.argtypes = []
     lib.aclemu_set_device_memory.argtypes = [ctypes.c_uint64]
     lib.aclemu_set_device_memory.restype = None
     return lib

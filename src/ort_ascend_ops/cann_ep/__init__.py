@@ -23,5 +23,22 @@ def for_cann_ep(
     folded when they are given (``{}``: the shapes the model has), its standard ops in ``ACLNN_DOMAIN`` (native aclnn kernels), the
     few left standard guarded against the EP's broadcasting fault."""
     if input_shapes is not None:
-        model = with_static_shapes(model, input_shapes)
+        model = _named_required_outputs(with_static_shapes(model, input_shapes))
     return expand_broadcast_operands(to_aclnn_domain(model))
+
+
+def _named_required_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with a name for each output of our ops that its schema requires and the folding
+    left unnamed, unused (ONNX Runtime refuses a node that omits a required output)."""
+    from ..domain import DOMAIN
+    from ..opschema import load_op_specs
+
+    specs = load_op_specs()
+    for k, node in enumerate(model.graph.node):
+        spec = specs.get(node.op_type) if node.domain == DOMAIN else None
+        if spec is None:
+            continue
+        for i, name in enumerate(node.output):
+            if not name and not spec.outputs[i].optional:
+                node.output[i] = f"{node.name or node.op_type}_{k}_unused_{spec.outputs[i].name}"
+    return model

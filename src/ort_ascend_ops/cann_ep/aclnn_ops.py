@@ -19,16 +19,17 @@ STANDARD_OPS = frozenset(
         *("Add", "Sub", "Mul", "Div", "Pow", "Sum", "Max", "Min"),
         *("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not"),
         *("Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Sigmoid", "Tanh", "Sin", "Cos"),
-        *("Relu", "Erf", "Floor", "Ceil", "Where", "Cast"),
+        *("Relu", "Erf", "Floor", "Ceil", "Gelu", "IsNaN", "Mod", "Where", "Cast"),
         # layout.cc
         *("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Transpose", "Expand"),
         *("Concat", "Slice", "Split", "Pad", "Tile", "Trilu", "Range", "ConstantOfShape"),
         # matmul.cc
-        "MatMul",
+        *("MatMul", "Gemm"),
         # softmax.cc
         *("Softmax", "LogSoftmax", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"),
         # reduce.cc
-        *("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "CumSum", "ArgMax", "TopK"),
+        *("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceProd"),
+        *("CumSum", "ArgMax", "TopK"),
         # index.cc
         *("Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND"),
     }
@@ -76,12 +77,17 @@ def to_aclnn_domain(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with every node of a ``STANDARD_OPS`` op in its main graph moved to
     ``ACLNN_DOMAIN``, each with a function that is the standard op (one per op, arity and set
     of attributes: ONNX functions have no variadic inputs, so each arity is an overload);
-    ``model`` itself when its ONNX opset is outside ``OPSETS`` or nothing moves."""
+    ``model`` itself when its ONNX opset is outside ``OPSETS`` or nothing moves. A model this
+    already rewrote may come again: its functions are reused, and only nodes added since move."""
     opset = _standard_opset(model)
     if opset is None or opset not in OPSETS:
         return model
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(model)
+    # Functions an earlier pass added stay as they are (a second pass moves only what came after it:
+    # the casts ``widen_bfloat16`` inserts, say); ONNX refuses a function defined twice.
+    moved = 0
+    existing = {f"{f.name}/{f.overload}" for f in rewritten.functions if f.domain == ACLNN_DOMAIN}
     functions: dict[str, onnx.FunctionProto] = {}
     for node in rewritten.graph.node:
         if node.domain not in ("", "ai.onnx") or node.op_type not in STANDARD_OPS or not _movable(node):
@@ -94,13 +100,15 @@ def to_aclnn_domain(model: onnx.ModelProto) -> onnx.ModelProto:
         )
         overload = f"{slots}-{'-'.join(attributes)}"
         key = f"{node.op_type}/{overload}"
-        if key not in functions:
+        if key not in functions and key not in existing:
             functions[key] = _function(node, attributes, overload, opset)
         node.domain = ACLNN_DOMAIN
         node.overload = overload
-    if not functions:
+        moved += 1
+    if not moved:
         return model
     rewritten.functions.extend(functions.values())
-    rewritten.opset_import.append(helper.make_opsetid(ACLNN_DOMAIN, 1))
+    if all(o.domain != ACLNN_DOMAIN for o in rewritten.opset_import):
+        rewritten.opset_import.append(helper.make_opsetid(ACLNN_DOMAIN, 1))
     rewritten.ir_version = max(rewritten.ir_version, 10)  # overloads
     return rewritten

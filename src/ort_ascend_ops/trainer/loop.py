@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from ..cann_ep.step_report import FirstSteps
 from ..training.api import CheckpointState, DataParallel, LRScheduler, Module, Optimizer, clip_grad_norm_
 from ..training.api.data_parallel import Launch, versions
+from ..training.api.device_memory import DeviceMemory
 from ..training.artifacts import artifact_paths, generate_artifacts
 from ..training.optim import AdamW
 from .data import Corpus, DataError
@@ -130,6 +132,7 @@ def _checked(settings: Settings, folder: RunFolder, parallel: DataParallel | Non
     source = corpus = None
     error = None
     try:
+        _check_device(settings)
         source = open_model(settings.model)
         settings = folder.check(source, settings, 1 if parallel is None else parallel.size)
         source.check(settings)
@@ -150,6 +153,16 @@ def _checked(settings: Settings, folder: RunFolder, parallel: DataParallel | Non
         }
         parallel.agree(facts | versions(), error)
     return source, corpus, settings
+
+
+def _check_device(settings: Settings) -> None:
+    """``--device``: an NPU this ONNX Runtime reaches and that is there."""
+    if settings.device == "cpu":
+        return
+    try:
+        DeviceMemory(settings.device).check()
+    except (RuntimeError, ValueError) as error:
+        raise SettingsError(f"--device {settings.device}: {error}") from None
 
 
 def _corpus(settings: Settings, source: ModelSource) -> Corpus:
@@ -187,8 +200,22 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
     state = CheckpointState.load_checkpoint(folder.checkpoint if resumed else paths["checkpoint"])
     # ONNX Runtime's default is every core: under torchrun each process takes its share.
     threads = settings.threads or (None if parallel is None else parallel.launch.threads_per_process())
-    module = Module(paths["training"], state, paths["eval"], threads=threads, process_group=parallel)
-    optimizer = Optimizer(paths["optimizer"], module, zero=settings.zero)
+    npu = FirstSteps(own / "profile", threads) if settings.device != "cpu" else None
+    module = Module(
+        paths["training"],
+        state,
+        paths["eval"],
+        device=settings.device,
+        threads=threads,
+        process_group=parallel,
+        session_options=npu.options["training"] if npu else None,
+    )
+    optimizer = Optimizer(
+        paths["optimizer"],
+        module,
+        zero=settings.zero,
+        session_options=npu.options["optimizer"] if npu else None,
+    )
     scheduler = LRScheduler(optimizer, settings.lr_scheduler, settings.warmup, settings.steps, settings.lr)
     done = int(state.properties.get("step", 0))  # rank 0's, as the module took it
     history = folder.history() if rank0 and resumed else History()
@@ -203,12 +230,13 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
         + (f" on each of {world} processes" if world > 1 else "")
         + (" (ZeRO-1: optimizer states sharded)" if optimizer.zero else "")
         + f", {settings.precision}"
+        + (f" on {settings.device}" if npu else "")
         + (f" (loss scale {optimizer.get_loss_scale():g})" if module.loss_scaler is not None else "")
         + f", gradients {f'clipped to norm {settings.max_grad_norm:g}' if settings.max_grad_norm else 'not clipped'}"
         + f", steps {done + 1}..{settings.steps}"
         + (" (resumed)" if resumed else "")
     )
-    _steps(source, corpus, settings, folder, module, optimizer, scheduler, outcome, signals, done, say)
+    _steps(source, corpus, settings, folder, module, optimizer, scheduler, outcome, signals, done, say, npu)
     if not rank0:
         return outcome
     outcome.history.save(folder.losses)
@@ -301,10 +329,11 @@ def _every(step: int, period: int, last: int) -> bool:
 
 
 def _steps(
-    source, corpus, settings, folder, module, optimizer, scheduler, outcome, signals, done, say
+    source, corpus, settings, folder, module, optimizer, scheduler, outcome, signals, done, say, npu
 ) -> None:
     """Steps ``done + 1 .. settings.steps``, each a row of ``outcome.history``; a checkpoint every
-    ``--save-every`` steps, at the end and when a signal came (on every rank: rank 0 writes)."""
+    ``--save-every`` steps, at the end and when a signal came (on every rank: rank 0 writes). On
+    the NPU, ``npu`` (a ``FirstSteps``) reports the first two."""
     state, history = module.state, outcome.history
     rank0 = module.data_parallel is None or module.data_parallel.rank == 0
     scaled = module.loss_scaler is not None
@@ -332,6 +361,8 @@ def _steps(
     tokens = settings.batch * settings.seq * settings.grad_accum * outcome.processes
     for step in range(done + 1, settings.steps + 1):
         start = time.perf_counter()
+        if npu is not None:
+            npu.before_step()
         learning_rate, loss_scale = optimizer.get_learning_rate(), optimizer.get_loss_scale()
         loss = _accumulated_loss(module, corpus, settings, step)
         # One all-reduce: the step's loss over the ranks, and whether any rank was told to stop.
@@ -346,6 +377,10 @@ def _steps(
         scheduler.step()
         module.lazy_reset_grad()
         seconds = time.perf_counter() - start
+        if npu is not None:
+            batch = settings.batch * settings.seq * settings.grad_accum * 8 * len(module.input_names())
+            for line in npu.after_step(step, module, optimizer, batch):
+                say(line)
         eval_loss = (
             evaluate(module, corpus, settings) if _every(step, settings.eval_every, settings.steps) else None
         )

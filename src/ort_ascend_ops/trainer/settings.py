@@ -47,6 +47,11 @@ def finite_from(low: float, *, included: bool = True) -> Rule:
     )
 
 
+def _is_device(value: str) -> bool:
+    kind, colon, index = value.partition(":")
+    return value == "cpu" or (kind == "npu" and (not colon or index.isdigit()))
+
+
 def option(
     default,
     help: str,
@@ -148,6 +153,14 @@ class Settings:
         0,
         "intra-op threads (0: ONNX Runtime's default, or under torchrun the cores per process)",
         rule=at_least(0),
+        resume="command",
+    )
+    device: str = option(
+        "cpu",
+        "where the steps run: cpu, or an Ascend NPU (npu, npu:N) through onnxruntime-cann, the parameters, "
+        "gradients and optimizer states in its memory; the first steps print where every node ran and what "
+        "crossed the bus",
+        rule=Rule(_is_device, "cpu, npu or npu:N"),
         resume="command",
     )
     zero: int = option(

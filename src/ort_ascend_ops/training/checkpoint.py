@@ -29,6 +29,30 @@ SUFFIX = ".safetensors"
 _OPTIMIZER_PREFIX = "optimizer/"
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A tensor whose bytes are read when the file reaches it: a device's, copied to the host
+    one tensor at a time while the file is written, so the host never holds the whole state."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    read: Callable[[], np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+Tensor = np.ndarray | Deferred
+
+
+def loaded(tensor: Tensor) -> np.ndarray:
+    """A tensor of a checkpoint that was read: an array (``Deferred`` ones only ever get written)."""
+    if not isinstance(tensor, np.ndarray):
+        raise TypeError(f"a checkpoint read from a file holds arrays, not {type(tensor).__name__}")
+    return tensor
+
+
 @dataclass
 class Contents:
     """What a checkpoint holds, in NumPy: every parameter and whether it trains, the user's
@@ -36,11 +60,11 @@ class Contents:
     (state name -> parameter name -> array), and under fp16-mixed the loss scaler's state
     (``torch.amp.GradScaler.state_dict()``'s numbers)."""
 
-    parameters: dict[str, np.ndarray]
+    parameters: dict[str, Tensor]
     requires_grad: dict[str, bool]
     properties: dict[str, int | float | str] = field(default_factory=dict)
     optimizer: dict | None = None  # {"step": int, "learning_rate": float}
-    optimizer_states: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    optimizer_states: dict[str, dict[str, Tensor]] = field(default_factory=dict)
     loss_scale: dict[str, float | int] | None = None
 
 
@@ -87,12 +111,12 @@ _DTYPES = {
 }
 
 
-def _write_safetensors(f: BinaryIO, tensors: Mapping[str, np.ndarray], metadata: dict[str, str]) -> None:
+def _write_safetensors(f: BinaryIO, tensors: Mapping[str, Tensor], metadata: dict[str, str]) -> None:
     """The safetensors layout (an 8-byte little-endian header size, the JSON header padded to 8
     bytes, the tensors' bytes back to back in the header's order), each tensor written from its
-    own memory. The reader, safetensors itself, checks every offset against the file."""
-    # Not np.ascontiguousarray, which would make a 0-d array 1-d.
-    arrays = {name: a if a.flags.c_contiguous else a.copy() for name, a in sorted(tensors.items())}
+    own memory (a ``Deferred`` one read as its turn comes). The reader, safetensors itself,
+    checks every offset against the file."""
+    arrays = dict(sorted(tensors.items()))
     header: dict[str, object] = {"__metadata__": metadata}
     offset = 0
     for name, a in arrays.items():
@@ -108,8 +132,11 @@ def _write_safetensors(f: BinaryIO, tensors: Mapping[str, np.ndarray], metadata:
     text += b" " * (-len(text) % 8)
     f.write(len(text).to_bytes(8, "little"))
     f.write(text)
-    for a in arrays.values():
+    for t in arrays.values():
+        a = t.read() if isinstance(t, Deferred) else t
         if a.size:
+            # Not np.ascontiguousarray, which would make a 0-d array 1-d.
+            a = a if a.flags.c_contiguous else a.copy()
             f.write(a.reshape(-1).view(np.uint8).data)
 
 

@@ -9,6 +9,7 @@ views; none of them touches an OrtValue's memory or ``data_ptr()`` itself."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...opschema import elem_type
 from ...runtime import _as_numpy, ortvalue_copy, ortvalue_memory, ortvalue_view
-from ..checkpoint import SUFFIX, Contents, check_property, read, write
+from ..checkpoint import SUFFIX, Contents, check_property, loaded, read, write
 from .loss_scaler import LossScaler
 
 # Each view of a buffer starts on a cache line, as ONNX Runtime's own allocations do.
@@ -67,6 +68,10 @@ class HostMemory:
         """NumPy over the value's own memory (bfloat16 included), valid while the value lives: for
         collectives and saves that read or write it in place."""
         return ortvalue_memory(value)
+
+    def faults(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """Where ``DeviceMemory`` names a device's allocation failures: nothing to name here."""
+        return contextlib.nullcontext()
 
     def readable(self, value: ort.OrtValue) -> np.ndarray:
         """NumPy of the value for a caller that reads it before the next step (a save): its own
@@ -289,7 +294,7 @@ class CheckpointState:
         self.memory = memory
         self.parameters = Parameters(
             {
-                name: Parameter(name, memory.copy(array), contents.requires_grad[name], memory)
+                name: Parameter(name, memory.copy(loaded(array)), contents.requires_grad[name], memory)
                 for name, array in contents.parameters.items()
             }
         )
@@ -301,7 +306,7 @@ class CheckpointState:
                 contents.optimizer["step"],
                 contents.optimizer["learning_rate"],
                 {
-                    s: {n: memory.copy(a) for n, a in arrays.items()}
+                    s: {n: memory.copy(loaded(a)) for n, a in arrays.items()}
                     for s, arrays in contents.optimizer_states.items()
                 },
             )
@@ -322,7 +327,7 @@ class CheckpointState:
         file at ``checkpoint_uri`` whole. The tensors are written from their buffers themselves,
         with no copy."""
         contents = Contents(
-            parameters=state.host_parameters(),
+            parameters={name: state.memory.readable(p.value) for name, p in state.parameters.items()},
             requires_grad={name: p.requires_grad for name, p in state.parameters.items()},
             properties=dict(state.properties),
             loss_scale=state.loss_scaler.state_dict() if state.loss_scaler is not None else None,
@@ -337,9 +342,12 @@ class CheckpointState:
         write(checkpoint_uri, contents)
 
     def host_parameters(self) -> dict[str, np.ndarray]:
-        """Every parameter as NumPy over its memory, for a caller that only reads it before the
-        next step (a save)."""
-        return {name: self.memory.readable(p.value) for name, p in self.parameters.items()}
+        """Every parameter as NumPy, for a caller that only reads it before the next step (a
+        Hugging Face write-back): over its memory on the host, a copy from a device."""
+        return {
+            name: self.memory.read(p.value) if self.memory.device != "cpu" else self.memory.view(p.value)
+            for name, p in self.parameters.items()
+        }
 
     def move_to(self, memory) -> None:
         """Every value (parameters, optimizer states) moved into ``memory`` (a device's), which
@@ -350,13 +358,18 @@ class CheckpointState:
             raise RuntimeError(
                 "move_to: a module trains this state already; move it before making the Module"
             )
-        for parameter in self.parameters.values():
-            parameter._value = memory.copy(self.memory.readable(parameter.value))
+        # Every copy first, then the swap: a device that runs out of memory half way leaves the
+        # state where it was, whole.
+        moved = {n: memory.copy(self.memory.readable(p.value)) for n, p in self.parameters.items()}
+        states = self.optimizer_state.values if self.optimizer_state is not None else {}
+        moved_states = {
+            s: {n: memory.copy(self.memory.readable(v)) for n, v in vs.items()} for s, vs in states.items()
+        }
+        for name, parameter in self.parameters.items():
+            parameter._value = moved[name]
             parameter._memory = memory
-        if self.optimizer_state is not None:
-            for values in self.optimizer_state.values.values():
-                for name, value in values.items():
-                    values[name] = memory.copy(self.memory.readable(value))
+        for s, values in moved_states.items():
+            states[s].update(values)
         self.memory = memory
 
     def attach_gradients(self, names: Iterable[str]) -> Buffers:

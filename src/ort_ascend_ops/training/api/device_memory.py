@@ -16,7 +16,9 @@ for)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import ctypes
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import onnx
@@ -24,7 +26,8 @@ import onnxruntime as ort
 from onnx import helper
 
 from ...opschema import elem_type
-from ...runtime import ascend_providers, check_device, make_session
+from ...runtime import ascend_providers, check_device, device_providers, make_session
+from ..checkpoint import Deferred
 from .checkpoint_state import HOST, dtype_of, laid_out
 
 
@@ -54,6 +57,42 @@ def _scale(element: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
+# What ONNX Runtime's message holds when the CANN runtime refused an allocation: the EP's call, or
+# ACL_ERROR_RT_MEMORY_ALLOCATION's code (acl.h).
+_ALLOCATION_FAILED = ("aclrtMalloc", "207001")
+_ACL_HBM_MEM = 1  # aclrtMemAttr
+_ORT_ERRORS = (
+    ort.capi.onnxruntime_pybind11_state.Fail,
+    ort.capi.onnxruntime_pybind11_state.RuntimeException,
+    RuntimeError,
+)
+
+
+class DeviceMemoryError(MemoryError):
+    """A step that ran out of device memory (or whose allocation the runtime refused); the state
+    is as it was before it."""
+
+
+def _runtime_says() -> tuple[str, int, int]:
+    """The CANN runtime's last error message on this thread (the bytes asked for, where it says
+    so), and the device's free and total bytes now (``aclrtGetMemInfo``)."""
+    runtime = ctypes.CDLL("libascendcl.so")  # the one the EP loaded: the loader shares it
+    runtime.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    message = (runtime.aclGetRecentErrMsg() or b"").decode(errors="replace")
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    runtime.aclrtGetMemInfo(_ACL_HBM_MEM, ctypes.byref(free), ctypes.byref(total))
+    return message, free.value, total.value
+
+
+def _refused_bytes() -> int:
+    """The refused allocation's bytes where the runtime is the emulator (which counts them; the
+    EP's error does not say), else 0."""
+    from ...cann_ep.step_report import emulator_counters
+
+    counters = emulator_counters()
+    return int(counters.aclemu_refused_device_bytes()) if counters is not None else 0
+
+
 class DeviceMemory:
     """Values in the memory of NPU ``device`` (``"npu"`` / ``"npu:N"``), with ``HostMemory``'s
     interface; what has no device equivalent (``view``: NumPy over the memory itself) says so."""
@@ -62,6 +101,11 @@ class DeviceMemory:
         self.device = device
         self.device_id = int(device.partition(":")[2] or 0)
         self._sessions: dict[tuple[str, int], ort.InferenceSession] = {}
+
+    def check(self) -> None:
+        """Raises naming the device when this ONNX Runtime cannot reach it or it is not there."""
+        device_providers(self.device)
+        self._session("copy", onnx.TensorProto.FLOAT)
 
     def _session(self, kind: str, element: int) -> ort.InferenceSession:
         key = (kind, element)
@@ -112,6 +156,30 @@ class DeviceMemory:
         if value.device_name().lower() == "cpu":
             return HOST.read(value)
         return HOST.numpy(self.copy_into(value, "cpu"))
+
+    @contextlib.contextmanager
+    def faults(self, what: str) -> Iterator[None]:
+        """Inside the block, a refused device allocation is a ``DeviceMemoryError`` naming
+        ``what`` ran, the allocation the runtime refused (its bytes, where it says them) and the
+        device's free bytes against its total; the caller's state is untouched by it."""
+        try:
+            yield
+        except _ORT_ERRORS as error:
+            if not any(mark in str(error) for mark in _ALLOCATION_FAILED):
+                raise
+            message, free, total = _runtime_says()
+            refused = _refused_bytes()
+            allocation = f"an allocation of {refused:,} bytes" if refused else "an allocation"
+            raise DeviceMemoryError(
+                f"{self.device}: {what} ran out of device memory: the runtime refused {allocation} "
+                f"({message or 'aclrtMalloc failed'}); {free:,} of {total:,} bytes are free now. Nothing "
+                "was updated: the parameters and optimizer states are as they were"
+            ) from None
+
+    def readable(self, value: ort.OrtValue) -> Deferred:
+        """The value for a save: read from the device when the file reaches it, one tensor at a
+        time (``checkpoint.Deferred``)."""
+        return Deferred(tuple(value.shape()), dtype_of(value), lambda: self.read(value))
 
     def view(self, value: ort.OrtValue) -> np.ndarray:
         raise RuntimeError(

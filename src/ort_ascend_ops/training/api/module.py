@@ -164,7 +164,9 @@ class Module:
     ):
         self.session_settings = SessionSettings(device, threads, native, session_options)
         if self.session_settings.on_npu:
-            state.move_to(DeviceMemory(device))
+            memory = DeviceMemory(device)
+            with memory.faults("loading the parameters and optimizer states"):
+                state.move_to(memory)
         self._state = state
         self._train = _Program(train_model_uri, state, self.session_settings)
         self._eval = _Program(eval_model_uri, state, self.session_settings) if eval_model_uri else None
@@ -289,6 +291,10 @@ class Module:
         """The model's outputs (the loss first): NumPy when an input is NumPy (or any other array
         or number), OrtValues when every input is one, as onnxruntime-training's; one value, or a
         tuple of several."""
+        with self._state.memory.faults("the training step" if self.training else "the eval step"):
+            return self._call(user_inputs)
+
+    def _call(self, user_inputs):
         program = self._program()
         session = program.session_for(user_inputs)
         binding, held = program.bind(session, self._state, user_inputs)

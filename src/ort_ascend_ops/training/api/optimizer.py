@@ -224,7 +224,8 @@ class Optimizer:
             scaler.update()
             return False
         if self._session is not None:
-            self._update_own()
+            with self._state.memory.faults("the optimizer step"):
+                self._update_own()
         if self._laid_out is not None:  # set under ZeRO stage 1 alone
             assert self._parallel is not None
             self._parallel.all_gather(self._laid_out.host_arrays())

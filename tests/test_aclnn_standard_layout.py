@@ -361,7 +361,43 @@ FILLS = [
     constant_of_shape(1.0, "empty"),
 ]
 
-CASES = [*VIEWS, *TRANSPOSES, *EXPANDS, *CONCATS, *SLICES, *SPLITS, *PADS, *TILES, *TRILUS, *RANGES, *FILLS]
+
+def shape_case(shape, id, **attrs):
+    """ONNX Shape: the dims from start to end, each clamped to the rank after counting negative
+    ones from the end; no aclnn function runs (the dims are uploaded)."""
+
+    def oracle(x):
+        rank = x.ndim
+        start, end = (attrs.get(k, d) for k, d in (("start", 0), ("end", rank)))
+        start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
+        return np.array(x.shape[start:end], np.int64)
+
+    return Case("Shape", lambda rng, t: [values(rng, shape, t)], oracle, [], attrs=attrs, dtypes=ALL, id=id)
+
+
+SHAPES = [
+    shape_case([2, 3, 4], "all"),
+    shape_case([2, 3, 4], "start-end", start=1, end=-1),
+    shape_case([2, 3, 4, 5], "negative-start", start=-2),
+    shape_case([2, 0, 3], "empty-tensor"),
+    shape_case([2, 3], "end-past-rank", start=1, end=9),
+    shape_case([2, 3], "nothing", start=2),
+]
+
+CASES = [
+    *VIEWS,
+    *TRANSPOSES,
+    *EXPANDS,
+    *CONCATS,
+    *SLICES,
+    *SPLITS,
+    *PADS,
+    *TILES,
+    *TRILUS,
+    *RANGES,
+    *FILLS,
+    *SHAPES,
+]
 
 
 @pytest.mark.parametrize("case, dtype", params(CASES))

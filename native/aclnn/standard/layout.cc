@@ -3,6 +3,7 @@
 // inputs (shapes, axes, starts, pads: initializers once a session's shapes are folded) and hand the
 // normalized values to one aclnn function. Every ONNX rule a node can break is refused here, naming
 // the op, before any vendor call.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -48,6 +49,23 @@ Ort::Status view_as(Call& call, const Shape& shape) {
 }
 
 Ort::Status identity(Call& call) { return view_as(call, call.input(0).shape); }
+
+// ONNX Shape of a tensor whose shape the data decides (a mixture of experts' rows per expert; the
+// static ones are folded away with the session's shapes): its dims, start and end clamped as ONNX
+// says, written into the device output by one small upload. Left to the CPU, ONNX Runtime would
+// copy the whole tensor to the host to read its shape.
+Ort::Status shape(Call& call) {
+  const Shape& dims = call.input(0).shape;
+  const auto rank = static_cast<int64_t>(dims.size());
+  const auto clamped = [rank](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
+  const int64_t start = clamped(call.attribute_int("start", 0));
+  const int64_t end = std::max(start, clamped(call.attribute_int("end", rank)));
+  const std::vector<int64_t> values(dims.begin() + start, dims.begin() + end);
+  void* y = call.output(0, {static_cast<int64_t>(values.size())});
+  const size_t bytes = values.size() * sizeof(int64_t);
+  if (bytes > 0) call.aclnn().copy_on_stream(y, call.aclnn().to_device(values.data(), bytes), bytes);
+  return Ort::Status(nullptr);
+}
 
 // ONNX Reshape: 0 copies the input's axis (unless allowzero), one -1 takes what is left.
 Ort::Status reshape(Call& call) {
@@ -578,6 +596,7 @@ std::vector<Row> layout_rows() {
       Row{"Trilu", "aclnnTriu, aclnnTril", trilu, 2, 1, with_shape}.on_host({1}).optional_from(1),
       Row{"Range", "aclnnArange", range, 3, 1, typed({kF32, kI32, kI64}, 4)}.on_host({0, 1, 2}),
       Row{"ConstantOfShape", "aclnnInplaceFillScalar", constant_of_shape, 1, 1, {{kI64, kF32}}}.on_host({0}),
+      {"Shape", "(dims uploaded)", shape, 1, 1, typed(kAll, 1, {}, {kI64})},
   };
 }
 

@@ -22,7 +22,7 @@ STANDARD_OPS = frozenset(
         *("Relu", "Erf", "Floor", "Ceil", "Gelu", "IsNaN", "Mod", "Where", "Cast"),
         # layout.cc
         *("Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Transpose", "Expand"),
-        *("Concat", "Slice", "Split", "Pad", "Tile", "Trilu", "Range", "ConstantOfShape"),
+        *("Concat", "Slice", "Split", "Pad", "Tile", "Trilu", "Range", "ConstantOfShape", "Shape"),
         # matmul.cc
         *("MatMul", "Gemm"),
         # softmax.cc

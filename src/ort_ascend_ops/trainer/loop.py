@@ -132,7 +132,7 @@ def _checked(settings: Settings, folder: RunFolder, parallel: DataParallel | Non
     source = corpus = None
     error = None
     try:
-        _check_device(settings)
+        _check_device(settings, parallel)
         source = open_model(settings.model)
         settings = folder.check(source, settings, 1 if parallel is None else parallel.size)
         source.check(settings)
@@ -155,10 +155,16 @@ def _checked(settings: Settings, folder: RunFolder, parallel: DataParallel | Non
     return source, corpus, settings
 
 
-def _check_device(settings: Settings) -> None:
-    """``--device``: an NPU this ONNX Runtime reaches and that is there."""
+def _check_device(settings: Settings, parallel: DataParallel | None) -> None:
+    """``--device``: an NPU this ONNX Runtime reaches and that is there, in one process (the
+    gradients' exchange between NPUs is HCCL's, not built yet)."""
     if settings.device == "cpu":
         return
+    if parallel is not None:
+        raise SettingsError(
+            f"--device {settings.device} under torchrun: exchanging gradients between NPUs needs HCCL, "
+            "not built yet; train on one NPU in one process, or on the CPU under torchrun"
+        )
     try:
         DeviceMemory(settings.device).check()
     except (RuntimeError, ValueError) as error:

@@ -52,6 +52,14 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   return out;
 }
 
+// No axes to reduce (noop_with_empty_axes, or a scalar): ONNX's identity, which none of the vendor's
+// functions is, as a copy into the output; false when there are axes.
+bool copied_as_identity(Call& call, const Tensor& x, const std::vector<int64_t>& axes) {
+  if (!axes.empty()) return false;
+  call.aclnn().copy_on_stream(call.output(0, x.shape), x.data, x.bytes());
+  return true;
+}
+
 enum class Reduction { kSum, kMean, kMax, kMin, kL2 };
 
 template <Reduction kReduction>
@@ -60,12 +68,7 @@ Ort::Status reduce(Call& call) {
   const std::vector<int64_t> axes = reduce_axes(call, x.shape.size());
   const bool keep = call.attribute_int("keepdims", 1) != 0;
   const ONNXTensorElementDataType type = call.output_type(0);
-  if (axes.empty()) {
-    // noop_with_empty_axes (or a scalar): ONNX's identity, which none of the functions is.
-    void* y = call.output(0, x.shape);
-    call.aclnn().copy_on_stream(y, x.data, x.bytes());
-    return Ort::Status(nullptr);
-  }
+  if (copied_as_identity(call, x, axes)) return Ort::Status(nullptr);
   const Shape shape = reduced_shape(x.shape, axes, keep);
   if (kReduction == Reduction::kMax || kReduction == Reduction::kMin) {
     // ONNX gives -inf (+inf) over no values; aclnnAmax and aclnnAmin refuse a reduced axis of size 0.
@@ -111,11 +114,7 @@ Ort::Status reduce_prod(Call& call) {
   const std::vector<int64_t> axes = reduce_axes(call, x.shape.size());
   const bool keep = call.attribute_int("keepdims", 1) != 0;
   const ONNXTensorElementDataType type = call.output_type(0);
-  if (axes.empty()) {
-    void* y = call.output(0, x.shape);
-    call.aclnn().copy_on_stream(y, x.data, x.bytes());
-    return Ort::Status(nullptr);
-  }
+  if (copied_as_identity(call, x, axes)) return Ort::Status(nullptr);
   void* y = call.output(0, reduced_shape(x.shape, axes, keep));
   const Shape kept = reduced_shape(x.shape, axes, true);
   if (element_count(kept) == 0) return Ort::Status(nullptr);

@@ -1,4 +1,5 @@
-"""A leak check that a real leak fails and a shared machine's noise does not.
+"""Memory checks: the peak of what Python and NumPy hold during a call (``traced_peak``), and a
+leak check that a real leak fails and a shared machine's noise does not.
 
 A leak grows memory with every call, so it shows in every block of calls; what happens once (an
 arena or a thread's buffers growing, the kernel collapsing heap pages into a 2 MiB huge page)
@@ -21,6 +22,7 @@ import itertools
 import os
 import statistics
 import sys
+import tracemalloc
 
 MiB = 1 << 20
 # Above the noise seen here (malloc's in-use bytes move by up to ~0.5 MiB between checkpoints);
@@ -88,3 +90,14 @@ def assert_memory_flat(run_block, calls_per_block: int, blocks: int = 10) -> Non
     assert statistics.median(steps) < RESIDENT_LEAK_PER_CALL * calls_per_block, (
         f"resident memory grew in most blocks of {calls_per_block} calls (bytes per block: {steps})"
     )
+
+
+def traced_peak(load) -> tuple[int, object]:
+    """The peak of the host memory Python and NumPy allocate while ``load`` runs (tracemalloc
+    sees NumPy's buffers, not ONNX Runtime's or a device's), and what it returned."""
+    tracemalloc.start()
+    try:
+        result = load()
+        return tracemalloc.get_traced_memory()[1], result
+    finally:
+        tracemalloc.stop()

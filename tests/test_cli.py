@@ -94,6 +94,18 @@ def test_quick_bench_runs_without_torch(tmp_path, capsys, monkeypatch):
     assert all(r["absent"]["torch"] == "not installed" for r in report["results"])
 
 
+def test_bench_npu_step_names_what_it_needs(capsys):
+    """Without onnxruntime-cann's EP (this venv), with a row not in the matrix or an option it does
+    not read: exit 2 and a line naming it, before any work (the CANN job runs it for real)."""
+    from ort_ascend_ops import aclnn_emulator
+
+    if not aclnn_emulator.through_cann_ep():
+        assert main(["bench", "npu_step"]) == 2
+        assert "npu_step: needs onnxruntime-cann's CANNExecutionProvider" in capsys.readouterr().err
+    assert main(["bench", "npu_step", "--threads", "2"]) == 2
+    assert "--threads does not apply to npu_step" in capsys.readouterr().err
+
+
 def test_quick_bench_charts_the_roofline(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "bench.png"

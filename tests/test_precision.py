@@ -319,3 +319,52 @@ def test_errors_name_the_option(export, tmp_path, artifacts):
         Module(artifacts["fp32"]["training"], state, loss_scaler=LossScaler())
     with pytest.raises(ValueError, match="growth_interval"):
         LossScaler(growth_interval=0)
+
+
+@pytest.mark.parametrize(
+    "factors", [(2.0, 0.5), (1.5, 0.375), (1.7, 0.3)], ids=["default", "float32", "other"]
+)
+def test_the_scale_update_is_torchs_amp_update_scale(factors, rng):
+    """``loss_scaling.update_model`` against ``torch._amp_update_scale_`` (GradScaler.update's
+    kernel) from random states: found or not, the tracker at and below the interval, scales whose
+    growth overflows float32 (torch keeps those). The same bits for factors float32 holds; for
+    others torch multiplies by the float64 factor, the graph (on the NPU too, which has no float64)
+    by its float32 rounding: within one float32 step."""
+    from ort_ascend_ops.runtime import make_session
+    from ort_ascend_ops.training.loss_scaling import update_model
+
+    growth, backoff = factors
+    interval = 3
+    session = make_session(update_model(growth, backoff, interval), native=False)
+    cases = [
+        (np.float32(s), np.int32(t), np.float32(f))
+        for s in (*rng.uniform(1, 2, 4) * 2.0 ** rng.integers(-20, 100, 4), 3e38)
+        for t in range(interval)
+        for f in (0.0, 1.0, np.nan)
+    ]
+    for scale, tracker, found in cases:
+        ours = session.run({"loss_scale": scale, "growth_tracker": tracker, "found_inf": found})
+        theirs = (torch.tensor(scale), torch.tensor(tracker), torch.tensor(found))
+        torch._amp_update_scale_(theirs[0], theirs[1], theirs[2], growth, backoff, interval)
+        assert ours[1].item() == theirs[1].item(), (scale, tracker, found)
+        theirs_scale = np.float32(theirs[0].item())
+        exact = all(float(np.float32(f)) == f for f in factors)
+        allowed = (
+            {theirs_scale}
+            if exact
+            else {theirs_scale, *np.nextafter(theirs_scale, [0, np.inf], dtype=np.float32)}
+        )
+        assert ours[0].item() in allowed, (scale, tracker, found)
+
+
+def test_the_unscale_divides_by_torchs_reciprocal(rng):
+    """The unscaling multiplies by float32's reciprocal of the scale, which is GradScaler's
+    ``scale.double().reciprocal().float()`` for every float32 scale."""
+    from ort_ascend_ops.runtime import make_session
+    from ort_ascend_ops.training.loss_scaling import unscale_model
+
+    grads = np.ones(1, np.float32)
+    session = make_session(unscale_model([onnx.helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [1])]))
+    for scale in (rng.uniform(1, 2, 200) * 2.0 ** rng.integers(-100, 100, 200)).astype(np.float32):
+        found, unscaled = session.run({"loss_scale": scale, "found_before": np.float32(0), "g0": grads})
+        assert unscaled[0] == torch.tensor(scale).double().reciprocal().float().item() and found == 0

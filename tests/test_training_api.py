@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from memory import traced_peak
 from model_oracles import relative_error
 from onnx import TensorProto, helper, numpy_helper
 
@@ -652,3 +653,33 @@ def test_labels_of_the_ignore_index_train_as_torch_ignores_them(tmp_path):
     labels = data["labels"].copy()
     labels[:, 3:] = -100
     assert np.isfinite(module(data["input_ids"], labels))
+
+
+def write_checkpoint_of_parts(path, parts: int, size: int) -> None:
+    """A checkpoint of ``parts`` float32 parameters of ``size`` elements and their AdamW states."""
+    from ort_ascend_ops.training.checkpoint import Contents, write
+
+    arrays = {f"w{i}": np.full(size, i + 1.0, np.float32) for i in range(parts)}
+    states = {s: {n: a * k for n, a in arrays.items()} for k, s in ((2, "exp_avg"), (3, "exp_avg_sq"))}
+    write(
+        path,
+        Contents(
+            arrays,
+            dict.fromkeys(arrays, True),
+            optimizer={"step": 1, "learning_rate": 0.1},
+            optimizer_states=states,
+        ),
+    )
+
+
+def test_a_checkpoint_is_loaded_tensor_by_tensor(tmp_path):
+    """Loading 24 tensors of 1 MB (parameters and AdamW states) holds about one of them in NumPy
+    at a time, each moved into ONNX Runtime's memory before the next is read; the values are the
+    file's."""
+    path = tmp_path / "c.safetensors"
+    write_checkpoint_of_parts(path, 8, 2**18)
+    peak, state = traced_peak(lambda: CheckpointState.load_checkpoint(path))
+    assert peak < 2 * 2**20 + 2**18, f"{peak / 2**20:.1f} MB held at once of 24 MB"
+    for i in range(8):
+        assert state.parameters[f"w{i}"].data[-1] == i + 1.0
+    assert state.optimizer_state.values["exp_avg_sq"]["w7"].numpy()[0] == 24.0

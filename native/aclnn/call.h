@@ -37,6 +37,7 @@ struct AclnnKernel : OpSignature {
   explicit AclnnKernel(const OrtKernelInfo* info) : OpSignature(info), allocator(device_allocator(info)) {}
 
   DeviceAllocator allocator;
+  uploads::Lease uploads;
 };
 
 class DeviceBuffer;

@@ -18,18 +18,17 @@ struct NonFiniteCheckAndUnscaleAclnn : AclnnKernel<NonFiniteCheckAndUnscaleSigna
         !status.IsOK())
       return status;
     // aclnn updates scaledGrads and foundInf in place: the outputs, holding the inputs' values
-    // (the gradients already where ORT made the output their buffer; the flag from the host).
+    // (the gradients already where ORT made the output their buffer).
     void* grads = io.output<T>(schema::NonFiniteCheckAndUnscale::kOutput_grads_out, shape);
     float* found =
-        io.output<float>(schema::NonFiniteCheckAndUnscale::kOutput_found_inf_out, a.found_inf_shape);
-    call.copy_on_stream(found, call.scalar_to_device(&a.found_inf, sizeof(float)), sizeof(float));
+        io.output<float>(schema::NonFiniteCheckAndUnscale::kOutput_found_inf_out, a.found_inf.shape);
+    call.copy_on_stream(found, a.found_inf.data, sizeof(float));
     const int64_t count = element_count(shape);
     if (count == 0) return Ort::Status(nullptr);  // the vendor refuses empty tensors; the flag stands
     call.copy_on_stream(grads, a.grads.data, static_cast<size_t>(count) * sizeof(T));
-    const aclTensor* inv_scale = call.tensor(call.scalar_to_device(&a.inv_scale, sizeof(float)), {1}, ACL_FLOAT);
     return call.run<acl::ForeachNonFiniteCheckAndUnscalePrepare>(
         "aclnnForeachNonFiniteCheckAndUnscale", call.tensor_list({call.tensor(grads, shape, acl_type<T>())}),
-        call.tensor(found, {1}, ACL_FLOAT), inv_scale);
+        call.tensor(found, {1}, ACL_FLOAT), call.tensor(a.inv_scale.data, {1}, ACL_FLOAT));
   }
 };
 

@@ -12,6 +12,7 @@ namespace oao::uploads {
 
 using GetDevice = aclError (*)(int32_t* device_id);
 using Malloc = aclError (*)(void** dev_ptr, size_t size, int policy);
+using Free = aclError (*)(void* dev_ptr);
 
 struct Slot {
   void* device = nullptr;
@@ -33,10 +34,11 @@ struct State {
   std::map<std::pair<int32_t, const void*>, const void*> constants;               // (device, host) -> device
   std::map<std::pair<int32_t, void*>, std::vector<std::unique_ptr<Slot>>> slots;  // by (device, stream)
   uint64_t clock = 0;
+  int leases = 0;
+  const acl::Cann* cann = nullptr;  // what allocated the uploads, to free them
 };
 
-// Leaked on purpose, like the device memory it names: the EP may run kernels while the process
-// exits.
+// Leaked on purpose (Lease frees what it names): the EP may run kernels while the process exits.
 State& state() {
   static State* s = new State;
   return *s;
@@ -46,7 +48,8 @@ bool current_device(const acl::Cann& cann, int32_t* device) {
   return cann.base<GetDevice>("aclrtGetDevice")(device) == 0;
 }
 
-void* allocate(const acl::Cann& cann, size_t bytes) {
+void* allocate(State& s, const acl::Cann& cann, size_t bytes) {
+  s.cann = &cann;
   void* device = nullptr;
   const aclError code = cann.base<Malloc>("aclrtMalloc")(&device, bytes, 0);
   if (code != 0) {
@@ -74,7 +77,7 @@ const void* constant(const acl::Cann& cann, const std::vector<uint8_t>& host) {
   std::lock_guard<std::mutex> lock(s.mu);
   const auto key = std::make_pair(device, static_cast<const void*>(host.data()));
   if (auto found = s.constants.find(key); found != s.constants.end()) return found->second;
-  void* data = allocate(cann, host.size());
+  void* data = allocate(s, cann, host.size());
   upload(cann, data, host.data(), host.size());  // fresh memory: no queued work reads it
   s.constants.emplace(key, data);
   return data;
@@ -100,7 +103,7 @@ Scalar scalar(const acl::Cann& cann, void* stream, const void* host, size_t byte
     if (chosen == nullptr || slots.size() < kSlotsPerStream) {
       slots.push_back(std::make_unique<Slot>());
       chosen = slots.back().get();
-      chosen->device = allocate(cann, kSlotBytes);
+      chosen->device = allocate(s, cann, kSlotBytes);
     } else {
       // Work queued on the stream may still read the value being replaced; nothing else reads
       // this stream's slots, and pinned ones are never replaced.
@@ -118,6 +121,25 @@ Scalar scalar(const acl::Cann& cann, void* stream, const void* host, size_t byte
 void unpin(Slot* slot) {
   std::lock_guard<std::mutex> lock(state().mu);
   --slot->pins;
+}
+
+Lease::Lease() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  ++state().leases;
+}
+
+Lease::~Lease() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (--s.leases > 0 || s.cann == nullptr) return;
+  // No kernel is left to launch work reading them; work queued before may still run.
+  s.cann->base<acl::SynchronizeDevice>("aclrtSynchronizeDevice")();
+  const auto free = s.cann->base<Free>("aclrtFree");
+  for (const auto& [key, device] : s.constants) free(const_cast<void*>(device));
+  for (const auto& [key, slots] : s.slots)
+    for (const auto& slot : slots) free(slot->device);
+  s.constants.clear();
+  s.slots.clear();
 }
 
 }  // namespace oao::uploads

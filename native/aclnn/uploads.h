@@ -1,7 +1,7 @@
 // Host values that every node of a kind uploads alike (the vendor's causal mask; this step's step
-// number, loss scale and found-inf seed), uploaded once and shared by the nodes, so that the bus
-// carries them once per value, not once per node and step. Device memory from aclrtMalloc on the
-// stream's device, kept for the process (a handful of bytes, and one mask per device).
+// number), uploaded once and shared by the nodes, so that the bus carries them once per value, not
+// once per node and step. Device memory from aclrtMalloc on the stream's device, kept while any
+// kernel of this library lives (a handful of bytes, and one mask per device).
 #pragma once
 
 #include <cstddef>
@@ -25,5 +25,16 @@ struct Scalar {
 };
 Scalar scalar(const acl::Cann& cann, void* stream, const void* host, size_t bytes);
 void unpin(Slot* slot);
+
+// Held by every kernel that may upload. When the last one goes, every session using this library
+// has ended (and ONNX Runtime may unload it, and this cache with it): the uploads are freed then,
+// not left in device memory that nothing names any more (4 MiB a session of a causal model).
+class Lease {
+ public:
+  Lease();
+  ~Lease();
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+};
 
 }  // namespace oao::uploads

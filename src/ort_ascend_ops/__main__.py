@@ -14,12 +14,18 @@ def _bench(args: argparse.Namespace) -> int:
 
     # Every refusal comes before the run (and before the re-run below): none after minutes of it.
     training = args.ops[:1] == ["training_step"]
-    run = ("nproc" if args.nproc else "training_step") if training else "ops"
+    npu = args.ops[:1] == ["npu_step"]
+    run = ("nproc" if args.nproc else "training_step") if training else "npu_step" if npu else "ops"
     unread = options.unread(args, run)
     if unread:
         verb = "does" if len(unread) == 1 else "do"
         print(f"bench: {', '.join(unread)} {verb} not apply to {options.RUNS[run]}", file=sys.stderr)
         return 2
+    if npu:  # one process on the NPU: no timing, so neither the re-run below nor threads
+        from .bench import npu_step
+
+        command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
+        return npu_step.main(args.ops[1:], args.precision or [], command, args.json, args.markdown)
     if training:
         from .bench.training_step import _configs
 
@@ -149,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         "ops",
         nargs="*",
         help="benchmarks to run (default: all); 'cliffs' times power-of-two widths against nearby ones; "
-        "'training_step [CONFIG ...]' times whole training steps",
+        "'training_step [CONFIG ...]' times whole training steps; 'npu_step [ROW ...]' reports where a "
+        "matrix row's training step runs on the NPU, what crosses the bus and the device's memory",
     )
     bench.add_argument(
         "--threads",
@@ -188,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.add_argument(
         "--precision",
         type=bench_options.precisions,
-        help="training_step: comma-separated precisions beside fp32 (bf16-mixed, fp16-mixed): ours native "
+        help="training_step, npu_step: comma-separated precisions beside fp32 (bf16-mixed, fp16-mixed): ours native "
         "and PyTorch eager under torch.autocast at each",
     )
     bench.add_argument(

@@ -19,7 +19,7 @@ from .bfloat16 import widen_bfloat16, widen_float16_products
 from .cann_ep import for_cann_ep
 from .cann_ep.aclnn_ops import to_aclnn_domain
 from .domain import DOMAIN
-from .opschema import bind_types, load_op_specs
+from .opschema import bind_types, elem_type, load_op_specs
 
 _LIBRARY_NAME = "libort_ascend_ops.so"
 # Marks options that hold a library of our domain (this one, or the aclnn emulator's build):
@@ -91,6 +91,11 @@ def ortvalue_memory(value: ort.OrtValue) -> np.ndarray:
         return np.empty(shape, ml_dtypes.bfloat16)
     raw = (ctypes.c_uint16 * count).from_address(value.data_ptr())
     return np.ctypeslib.as_array(raw).view(ml_dtypes.bfloat16).reshape(shape)
+
+
+def ortvalue_type(value: ort.OrtValue) -> onnx.TypeProto:
+    """The value's ONNX tensor type (element type and shape), read without its data."""
+    return onnx.helper.make_tensor_type_proto(elem_type(value.data_type()), value.shape())
 
 
 class Session:

@@ -232,6 +232,7 @@ struct Kernel {
   const Types& output_types;
   OrtKernelInfo* info = nullptr;
   DeviceAllocator allocator;
+  uploads::Lease uploads;
 };
 
 // One kernel of a row: its signature's element types, on one execution provider.

@@ -114,3 +114,11 @@ def control() -> ctypes.CDLL:
     lib.aclemu_set_device_memory.argtypes = [ctypes.c_uint64]
     lib.aclemu_set_device_memory.restype = None
     return lib
+
+
+def counters() -> ctypes.CDLL | None:
+    """``control()`` where the CANN runtime this process loaded is the emulator's (its
+    libascendcl.so is mapped), else None: real CANN has no counters of the bus and memory."""
+    library = os.path.realpath(_HERE / "lib64" / "libascendcl.so")
+    mapped = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    return control() if library in mapped else None

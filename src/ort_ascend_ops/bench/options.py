@@ -17,10 +17,15 @@ READ_BY = {
     "dtypes": {"ops"},
     "png": {"ops"},
     "peer_venv": {"training_step"},
-    "precision": {"training_step"},
+    "precision": {"training_step", "npu_step"},
     "nproc": {"nproc"},
 }
-RUNS = {"ops": "the per-op benchmarks", "training_step": "training_step", "nproc": "training_step --nproc"}
+RUNS = {
+    "ops": "the per-op benchmarks",
+    "training_step": "training_step",
+    "nproc": "training_step --nproc",
+    "npu_step": "npu_step",
+}
 # What the options read by default.
 THREADS = list(dict.fromkeys([1, os.cpu_count() or 1]))
 DTYPES = ["float32", "bfloat16"]

@@ -7,26 +7,16 @@ counters; there the report says so, and the profile's copy nodes are all it know
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
+from .. import aclnn_emulator
 from .placement import read_profile
 
 MB = 1 << 20
-
-
-def emulator_counters() -> ctypes.CDLL | None:
-    """The emulator's control functions when the CANN runtime this process loaded is the
-    emulator's (its libascendcl.so is mapped), else None."""
-    from .. import aclnn_emulator
-
-    library = os.path.realpath(Path(aclnn_emulator.home()) / "lib64" / "libascendcl.so")
-    mapped = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
-    return aclnn_emulator.control() if library in mapped else None
 
 
 def profiled_options(options: ort.SessionOptions, folder: Path, session: str) -> ort.SessionOptions:
@@ -106,7 +96,7 @@ class FirstSteps:
             lines = placement_lines(sessions)
             for options in self.options.values():  # sessions of other shapes, or the eval's
                 options.enable_profiling = False
-            counters = emulator_counters()
+            counters = aclnn_emulator.counters()
             self.meter = BusMeter(counters) if counters is not None else None
             return [f"NPU, step {step}, where the nodes ran (ONNX Runtime's profile):", *lines] + (
                 [NO_COUNTERS] if self.meter is None else []

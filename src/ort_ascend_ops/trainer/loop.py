@@ -203,7 +203,9 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
         )
     say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
     resumed = settings.resume and rank0 and folder.checkpoint.exists()
-    state = CheckpointState.load_checkpoint(folder.checkpoint if resumed else paths["checkpoint"])
+    state = CheckpointState.load_checkpoint(
+        folder.checkpoint if resumed else paths["checkpoint"], device=settings.device
+    )
     # ONNX Runtime's default is every core: under torchrun each process takes its share.
     threads = settings.threads or (None if parallel is None else parallel.launch.threads_per_process())
     npu = FirstSteps(own / "profile", threads) if settings.device != "cpu" else None
@@ -313,20 +315,22 @@ def evaluate(module: Module, corpus: Corpus, settings: Settings) -> float:
     return _mean_over_ranks(module, [float(np.mean(losses))], "the held-out loss's all-reduce")[0]
 
 
-def _accumulated_loss(module: Module, corpus: Corpus, settings: Settings, step: int) -> float:
+def _accumulated_loss(module: Module, corpus: Corpus, settings: Settings, step: int) -> tuple[float, int]:
     """The step's mean loss over its micro-batches, their gradients accumulated and averaged as
     transformers' Trainer averages them (each micro-batch's loss divided by their count), and
-    averaged over the ranks on the last one alone (``no_sync`` before it). Micro-batch k of step
-    s reads window (s - 1) * grad_accum + k + 1: with one micro-batch, window s."""
+    averaged over the ranks on the last one alone (``no_sync`` before it); and the bytes of the
+    batches fed. Micro-batch k of step s reads window (s - 1) * grad_accum + k + 1: with one
+    micro-batch, window s."""
     n = settings.grad_accum
-    losses = []
+    losses, fed = [], 0
     for k in range(n):
-        window = _rows(module, corpus, "train", (step - 1) * n + k + 1, settings)
+        feeds = _feeds(module, _rows(module, corpus, "train", (step - 1) * n + k + 1, settings))
+        fed += sum(f.nbytes for f in feeds)
         with module.no_sync() if k < n - 1 else contextlib.nullcontext():
-            losses.append(float(module(*_feeds(module, window))))
+            losses.append(float(module(*feeds)))
     if n > 1:
         module.scale_grads(1.0 / n)
-    return float(np.mean(losses))
+    return float(np.mean(losses)), fed
 
 
 def _every(step: int, period: int, last: int) -> bool:
@@ -370,7 +374,7 @@ def _steps(
         if npu is not None:
             npu.before_step()
         learning_rate, loss_scale = optimizer.get_learning_rate(), optimizer.get_loss_scale()
-        loss = _accumulated_loss(module, corpus, settings, step)
+        loss, fed = _accumulated_loss(module, corpus, settings, step)
         # One all-reduce: the step's loss over the ranks, and whether any rank was told to stop.
         loss, stop = _mean_over_ranks(module, [loss, float(signals.received or 0)], "the loss's all-reduce")
         if not math.isfinite(loss) and not scaled:  # fp16-mixed skips such a step instead
@@ -384,8 +388,7 @@ def _steps(
         module.lazy_reset_grad()
         seconds = time.perf_counter() - start
         if npu is not None:
-            batch = settings.batch * settings.seq * settings.grad_accum * 8 * len(module.input_names())
-            for line in npu.after_step(step, module, optimizer, batch):
+            for line in npu.after_step(step, module, optimizer, fed):
                 say(line)
         eval_loss = (
             evaluate(module, corpus, settings) if _every(step, settings.eval_every, settings.steps) else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -47,10 +47,8 @@ Tensor = np.ndarray | Deferred
 
 
 def loaded(tensor: Tensor) -> np.ndarray:
-    """A tensor of a checkpoint that was read: an array (``Deferred`` ones only ever get written)."""
-    if not isinstance(tensor, np.ndarray):
-        raise TypeError(f"a checkpoint read from a file holds arrays, not {type(tensor).__name__}")
-    return tensor
+    """The tensor's array: read now where it is ``Deferred``."""
+    return tensor.read() if isinstance(tensor, Deferred) else tensor
 
 
 @dataclass
@@ -109,6 +107,9 @@ _DTYPES = {
     np.dtype(np.uint8): "U8",
     np.dtype(np.bool_): "BOOL",
 }
+
+
+_FROM_NAME = {name: dtype for dtype, name in _DTYPES.items()}
 
 
 def _write_safetensors(f: BinaryIO, tensors: Mapping[str, Tensor], metadata: dict[str, str]) -> None:
@@ -190,13 +191,41 @@ def read_properties(path: str | os.PathLike) -> dict:
 
 
 def read(path: str | os.PathLike) -> Contents:
-    """The checkpoint at ``path``; ``ValueError`` naming the file when it is not one of ours."""
+    """The checkpoint at ``path``, every tensor read; ``ValueError`` naming the file when it is not
+    one of ours."""
+    with reading(path) as contents:
+        contents.parameters = {k: loaded(t) for k, t in contents.parameters.items()}
+        contents.optimizer_states = {
+            s: {k: loaded(t) for k, t in arrays.items()} for s, arrays in contents.optimizer_states.items()
+        }
+        return contents
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike) -> Iterator[Contents]:
+    """The checkpoint at ``path`` with each tensor ``Deferred``, read from the file (mapped while
+    the block runs) when it is taken: a load that moves each tensor where it goes before taking
+    the next (ONNX Runtime's memory, a device's) holds one at a time, never the whole state."""
     try:
-        with safetensors.safe_open(str(path), framework="numpy") as f:
-            metadata = _metadata(f, path)
-            tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 (safe_open has no iterator)
+        file = safetensors.safe_open(str(path), framework="numpy")
     except safetensors.SafetensorError as error:
         raise ValueError(f"{path}: not a readable safetensors file: {error}") from None
+    with file:
+        metadata = _metadata(file, path)
+        tensors = {key: _deferred(file, key, path) for key in file.keys()}  # noqa: SIM118 (no iterator)
+        yield _contents(path, metadata, tensors)
+
+
+def _deferred(file, key: str, path) -> Deferred:
+    tensor = file.get_slice(key)
+    if tensor.get_dtype() not in _FROM_NAME:
+        raise ValueError(
+            f"{path}: tensor '{key}' has dtype {tensor.get_dtype()}, which checkpoints do not hold"
+        )
+    return Deferred(tuple(tensor.get_shape()), _FROM_NAME[tensor.get_dtype()], lambda: file.get_tensor(key))
+
+
+def _contents(path, metadata: Mapping[str, str], tensors: dict[str, Deferred]) -> Contents:
     try:
         contents = Contents(
             parameters={k: v for k, v in tensors.items() if not k.startswith(_OPTIMIZER_PREFIX)},
@@ -218,12 +247,12 @@ def read(path: str | os.PathLike) -> Contents:
             check_property(name, value)
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         raise ValueError(f"{path}: malformed checkpoint metadata ({type(error).__name__}: {error})") from None
-    for key, value in tensors.items():
+    for key, tensor in tensors.items():
         if key.startswith(_OPTIMIZER_PREFIX):
             state, _, name = key.removeprefix(_OPTIMIZER_PREFIX).partition("/")
             if name not in contents.parameters:
                 raise ValueError(f"{path}: optimizer state '{key}' belongs to no parameter")
-            contents.optimizer_states.setdefault(state, {})[name] = value
+            contents.optimizer_states.setdefault(state, {})[name] = tensor
     if set(contents.requires_grad) != set(contents.parameters):
         raise ValueError(f"{path}: the parameters and their requires_grad flags do not match")
     return contents

@@ -277,34 +277,3 @@ def clip_model(types: list[onnx.TypeProto], norm_type: float, part: str = "both"
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], ir_version=10)
     onnx.checker.check_model(model, full_check=True)
     return model
-
-
-INV_SCALE, FOUND_INF, FOUND_BEFORE = "inv_scale", "found_inf", "found_before"
-
-
-def unscale_model(types: list[onnx.TypeProto]) -> onnx.ModelProto:
-    """``torch.amp.GradScaler.unscale_`` over gradient buffers ``g0, g1, ...`` of ``types`` (one
-    per element type, each holding every gradient of its type): one ``NonFiniteCheckAndUnscale``
-    per buffer, each times ``inv_scale`` as ``unscaled<i>`` (may be bound to ``g<i>``'s buffer),
-    the flags chained from ``found_before`` (float32, 0 or 1) to ``found_inf``, 1.0 where any
-    gradient holds an inf or a NaN."""
-    f32 = TensorProto.FLOAT
-    one = helper.make_tensor_type_proto(f32, [1])
-    inputs = [helper.make_value_info(INV_SCALE, one), helper.make_value_info(FOUND_BEFORE, one)]
-    inputs += [helper.make_value_info(f"g{i}", t) for i, t in enumerate(types)]
-    outputs = [helper.make_value_info(FOUND_INF, one)]
-    nodes, found = [], FOUND_BEFORE
-    for i, t in enumerate(types):
-        after = FOUND_INF if i == len(types) - 1 else f"found{i}"
-        node = helper.make_node(
-            "NonFiniteCheckAndUnscale", [f"g{i}", found, INV_SCALE], [f"unscaled{i}", after]
-        )
-        node.domain = DOMAIN
-        nodes.append(node)
-        outputs.append(helper.make_value_info(f"unscaled{i}", t))
-        found = after
-    graph = helper.make_graph(nodes, "unscale", inputs, outputs)
-    opsets = [helper.make_opsetid("", _OPSET), helper.make_opsetid(DOMAIN, VERSION)]
-    model = attach_functions(helper.make_model(graph, opset_imports=opsets, ir_version=10))
-    onnx.checker.check_model(model, full_check=True)
-    return model

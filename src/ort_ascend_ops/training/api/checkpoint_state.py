@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ...opschema import elem_type
 from ...runtime import _as_numpy, ortvalue_copy, ortvalue_memory, ortvalue_view
-from ..checkpoint import SUFFIX, Contents, check_property, loaded, read, write
+from ..checkpoint import SUFFIX, Contents, check_property, loaded, reading, write
 from .loss_scaler import LossScaler
 
 # Each view of a buffer starts on a cache line, as ONNX Runtime's own allocations do.
@@ -290,34 +290,46 @@ class CheckpointState:
     state once an ``Optimizer`` runs or a checkpoint held it, and the loss scaler of a model
     trained with one."""
 
-    def __init__(self, contents: Contents, memory: HostMemory = HOST):
-        self.memory = memory
-        self.parameters = Parameters(
-            {
-                name: Parameter(name, memory.copy(loaded(array)), contents.requires_grad[name], memory)
-                for name, array in contents.parameters.items()
-            }
-        )
+    def __init__(self, contents: Contents, memory=HOST):  # HostMemory or DeviceMemory: one interface
+        self.memory: HostMemory = memory
+        with memory.faults("loading the checkpoint"):  # each tensor where it goes before the next is read
+            self.parameters = Parameters(
+                {
+                    name: Parameter(name, memory.copy(loaded(t)), contents.requires_grad[name], memory)
+                    for name, t in contents.parameters.items()
+                }
+            )
+            self.optimizer_state: OptimizerState | None = None
+            if contents.optimizer is not None:
+                self.optimizer_state = OptimizerState(
+                    contents.optimizer["step"],
+                    contents.optimizer["learning_rate"],
+                    {
+                        s: {n: memory.copy(loaded(t)) for n, t in tensors.items()}
+                        for s, tensors in contents.optimizer_states.items()
+                    },
+                )
         self.properties = Properties()
         self.properties.update(contents.properties)
-        self.optimizer_state: OptimizerState | None = None
-        if contents.optimizer is not None:
-            self.optimizer_state = OptimizerState(
-                contents.optimizer["step"],
-                contents.optimizer["learning_rate"],
-                {
-                    s: {n: memory.copy(loaded(a)) for n, a in arrays.items()}
-                    for s, arrays in contents.optimizer_states.items()
-                },
-            )
         self.loss_scaler: LossScaler | None = None
         if contents.loss_scale is not None:
             self.loss_scaler = LossScaler()
             self.loss_scaler.load_state_dict(contents.loss_scale)
 
     @classmethod
-    def load_checkpoint(cls, checkpoint_uri: str | os.PathLike) -> CheckpointState:
-        return cls(read(checkpoint_path(checkpoint_uri)))
+    def load_checkpoint(cls, checkpoint_uri: str | os.PathLike, device: str = "cpu") -> CheckpointState:
+        """The checkpoint's state in ``device``'s memory (``"npu"`` / ``"npu:N"``: each tensor goes
+        from the file to the device before the next is read, so the host never holds the state;
+        a ``Module`` on that device trains it where it lies)."""
+        memory = HOST
+        if device != "cpu":
+            from .device_memory import DeviceMemory  # which builds on this module
+
+            npu = DeviceMemory(device)
+            npu.check()
+            memory = npu  # type: ignore[assignment]  # HostMemory's interface
+        with reading(checkpoint_path(checkpoint_uri)) as contents:
+            return cls(contents, memory)
 
     @staticmethod
     def save_checkpoint(

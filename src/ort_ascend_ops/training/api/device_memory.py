@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from ... import aclnn_emulator
 from ...opschema import elem_type
 from ...runtime import ascend_providers, check_device, device_providers, make_session
 from ..checkpoint import Deferred
@@ -57,6 +58,21 @@ def _scale(element: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
+def _zeros(element: int) -> onnx.ModelProto:
+    """Zeros of the shape given, made on the device: one zero expanded, so that nothing but the
+    shape crosses the bus."""
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["zero", "shape"], ["y"])],
+        "zeros",
+        [helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, [None])],
+        [helper.make_tensor_value_info("y", element, None)],
+        initializer=[helper.make_tensor("zero", element, [], [0])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+_MODELS = {"copy": _identity, "scale": _scale, "zeros": _zeros}
+
 # What ONNX Runtime's message holds when the CANN runtime refused an allocation: the EP's call, or
 # ACL_ERROR_RT_MEMORY_ALLOCATION's code (acl.h).
 _ALLOCATION_FAILED = ("aclrtMalloc", "207001")
@@ -87,9 +103,7 @@ def _runtime_says() -> tuple[str, int, int]:
 def _refused_bytes() -> int:
     """The refused allocation's bytes where the runtime is the emulator (which counts them; the
     EP's error does not say), else 0."""
-    from ...cann_ep.step_report import emulator_counters
-
-    counters = emulator_counters()
+    counters = aclnn_emulator.counters()
     return int(counters.aclemu_refused_device_bytes()) if counters is not None else 0
 
 
@@ -110,7 +124,7 @@ class DeviceMemory:
     def _session(self, kind: str, element: int) -> ort.InferenceSession:
         key = (kind, element)
         if key not in self._sessions:
-            model = _identity(element) if kind == "copy" else _scale(element)
+            model = _MODELS[kind](element)
             try:
                 session = make_session(model, providers=ascend_providers(self.device_id)).ort
             except Exception as error:  # the EP refused the device, then the CPU the NPU's ops
@@ -145,8 +159,18 @@ class DeviceMemory:
         host, the others get it copied."""
         return HOST.scalar(value, dtype, shape)
 
+    def zeros(self, shape: Sequence[int], dtype) -> ort.OrtValue:
+        """Zeros in device memory of their own, filled there."""
+        session = self._session("zeros", helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+        binding = session.io_binding()
+        held = np.array(shape, np.int64)  # alive until the run is over (this module's doc)
+        binding.bind_cpu_input("shape", held)
+        binding.bind_output("y", "cann", self.device_id)
+        session.run_with_iobinding(binding)
+        return binding.get_outputs()[0]
+
     def zeros_like(self, value: ort.OrtValue) -> ort.OrtValue:
-        return self.copy(np.zeros(value.shape(), dtype_of(value)))
+        return self.zeros(value.shape(), dtype_of(value))
 
     def numpy(self, value: ort.OrtValue) -> np.ndarray:
         return self.read(value)
@@ -231,7 +255,7 @@ class DeviceBuffers:
         self.spans: dict[str, tuple[int, int, int]] = {}
         self.flat: list[ort.OrtValue] = []
         for dtype, length, spans in laid_out(like):
-            flat = memory.copy(np.zeros(max(length, 1), dtype))
+            flat = memory.zeros([max(length, 1)], dtype)
             self.flat.append(flat)
             self.views |= memory.views(flat, spans)
             for name, (start, shape) in spans.items():

@@ -17,9 +17,8 @@ import onnxruntime as ort
 from onnx import helper
 
 from ...autodiff import grad_name
-from ...opschema import elem_type
+from ...runtime import ortvalue_type
 from ..artifacts import pruned
-from ..optim import FOUND_BEFORE, FOUND_INF, INV_SCALE, unscale_model
 from ..precision import LOSS_SCALE
 from .checkpoint_state import Buffers, CheckpointState
 from .data_parallel import DataParallel, versions
@@ -115,10 +114,6 @@ def _accumulation_model(types: Sequence[onnx.TypeProto]) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
 
 
-def _flat_types(buffers: Buffers) -> list[onnx.TypeProto]:
-    return [helper.make_tensor_type_proto(elem_type(f.data_type()), f.shape()) for f in buffers.flat]
-
-
 class Module:
     """The training (and eval) model over a ``CheckpointState``. Each training call computes the
     loss and the gradients and adds them to those of the calls since ``lazy_reset_grad`` (or
@@ -163,7 +158,7 @@ class Module:
         process_group=None,
     ):
         self.session_settings = SessionSettings(device, threads, native, session_options)
-        if self.session_settings.on_npu:
+        if self.session_settings.on_npu and state.memory.device != device:  # not loaded there
             memory = DeviceMemory(device)
             with memory.faults("loading the parameters and optimizer states"):
                 state.move_to(memory)
@@ -181,6 +176,7 @@ class Module:
             if loss_scaler is not None and state.loss_scaler is not None:
                 loss_scaler.load_state_dict(state.loss_scaler.state_dict())  # a resumed run's scale
             state.loss_scaler = loss_scaler or state.loss_scaler or LossScaler()
+            state.loss_scaler.place(state.memory, self.session_settings)
         elif loss_scaler is not None:
             raise ValueError("loss_scaler: this training model takes no loss scale (fp16-mixed's does)")
         self._data_parallel = DataParallel.of(process_group)
@@ -311,16 +307,12 @@ class Module:
             binding.bind_ortvalue_output(grad, targets.views[p])
         scaler = self.loss_scaler
         if scaler is not None:
-            # Each rank seeds its backward with scale / N, as Apex's and Horovod's gradient
-            # predivision does: its float16 values are then those of its rows in the one process
-            # of N times its batch, so it overflows where that process would, not N times sooner.
-            ranks = 1 if self._data_parallel is None else self._data_parallel.size
-            scale = float(np.float32(scaler.scale / ranks))
-            held.append(self._state.memory.scalar(scale, np.float32))
-            binding.bind_ortvalue_input(LOSS_SCALE, held[-1])
+            seed = scaler.seed(1 if self._data_parallel is None else self._data_parallel.size)
+            held.append(seed)
+            binding.bind_ortvalue_input(LOSS_SCALE, seed)
         session.run_with_iobinding(binding)
         if scaler is not None:
-            scaler.found_inf = self._unscale(targets, 1.0 / scale, accumulate and scaler.found_inf)
+            scaler.unscale(targets, seed, accumulate)
         if accumulate:
             self._accumulate()
         self._reset_pending = False
@@ -338,28 +330,6 @@ class Module:
         micro-batches, as transformers' Trainer divides each one's loss by N)."""
         self._gradients.scale(factor)
 
-    def _unscale(self, grads: Buffers, inv_scale: float, found_before: bool) -> bool:
-        """Divides every gradient by the loss scale where it lies, one node per gradient buffer;
-        whether any overflowed, or ``found_before``."""
-        if not grads.flat:
-            return found_before
-        if self._unscaler is None:
-            self._unscaler = self.session_settings.session(unscale_model(_flat_types(grads)))
-        memory = self._state.memory
-        binding = self._unscaler.io_binding()
-        held = {  # alive until the run is over (Program.bind)
-            INV_SCALE: memory.scalar(inv_scale, np.float32, (1,)),
-            FOUND_BEFORE: memory.scalar(float(found_before), np.float32, (1,)),
-        }
-        for name, value in held.items():
-            binding.bind_ortvalue_input(name, value)
-        binding.bind_output(FOUND_INF)
-        for i, flat in enumerate(grads.flat):
-            binding.bind_ortvalue_input(f"g{i}", flat)
-            binding.bind_ortvalue_output(f"unscaled{i}", flat)
-        self._unscaler.run_with_iobinding(binding)
-        return bool(memory.numpy(binding.get_outputs()[0])[0])
-
     def _accumulate(self) -> None:
         """Adds the micro-batch's gradients to the others: the scratch buffers are laid out as the
         gradients' (made from them), so one elementwise Add per buffer, written where it reads
@@ -367,7 +337,7 @@ class Module:
         assert self._scratch is not None
         if self._adder is None:
             self._adder = self.session_settings.session(
-                _accumulation_model(_flat_types(self._gradients)), native=False
+                _accumulation_model([ortvalue_type(f) for f in self._gradients.flat]), native=False
             )
         binding = self._adder.io_binding()
         for i, (grads, scratch) in enumerate(zip(self._gradients.flat, self._scratch.flat, strict=True)):

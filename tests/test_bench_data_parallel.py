@@ -9,6 +9,9 @@ from ort_ascend_ops.bench import data_parallel
 from ort_ascend_ops.bench.training_step import _configs
 
 
+# Slow (90 s on CI's two cores, the suite's longest): run by hand with -m slow. The same
+# engines' data parallel is held to torch by tests/test_data_parallel.py in every CI run.
+@pytest.mark.slow
 def test_each_engine_reports_every_rank_and_trains_that_ranks_rows(tmp_path):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -143,13 +143,15 @@ ARCHITECTURES = [
     Architecture("bitnet", "BitNetConfig"),
     Architecture("gpt2", "GPT2Config", rope_mode=None),
     # Mamba's selective scan and Qwen3-Next's gated delta rule open with a causal depthwise
-    # convolution, which has no gradient rule yet.
+    # convolution, which has no gradient rule yet. Qwen3-Next's export takes 43 s to meet the
+    # refusal Mamba's meets in a few: left to the slow run.
     Architecture("mamba", "MambaConfig", rope_mode=None, fails=r"no gradient rule for ai\.onnx::Conv"),
     Architecture(
         "qwen3_next",
         "Qwen3NextConfig",
         {**EXPERTS, "shared_expert_intermediate_size": 16},
         fails=r"no gradient rule for ai\.onnx::Conv",
+        slow=True,
     ),
 ]
 

@@ -171,7 +171,6 @@ class Module:
         self._gradients = state.attach_gradients(self._train.grads)
         self._scratch: Buffers | None = None  # the next micro-batch's gradients while they accumulate
         self._adder: ort.InferenceSession | None = None
-        self._unscaler: ort.InferenceSession | None = None
         if self._train.scaled:
             if loss_scaler is not None and state.loss_scaler is not None:
                 loss_scaler.load_state_dict(state.loss_scaler.state_dict())  # a resumed run's scale

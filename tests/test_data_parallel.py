@@ -5,10 +5,8 @@ rank is an error naming it, not a hang; torchrun's restart ends where an uninter
 ranks that disagree are refused. The training API's collectives against float64 and torch.optim
 oracles on a linear model (``data_parallel_ranks.py``)."""
 
-import csv
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,77 +24,7 @@ from ort_ascend_ops.training.checkpoint import read, read_properties
 from ort_ascend_ops.training.optim import AdamW
 
 torch = pytest.importorskip("torch")
-TESTS = Path(__file__).parent
-MODEL = str(TESTS.parent / "models" / "byte_llama.onnx")
-AUDIT = str(TESTS / "rank_audit.py")
-# torchrun on a port of its own, so that tests running side by side do not meet.
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-RUN = ["--seq", "32", "--lr", "3e-3", "--save-every", "2", "--eval-every", "3", "--threads", "1"]
-# float32 sums in another order (each rank adds its half of the batch, gloo adds the halves) move
-# a float32 run by about 2e-7 relative; a mixed run rounds each step's weights to the low type,
-# where such a difference flips a rounding now and then: measured within half the type's epsilon
-# on Zen 4, and bf16's up to 1.1e-2 on Zen 3 (one step's gradient norm: ONNX Runtime's AVX2 sgemm
-# rounds elsewhere than its AVX-512 one), within bf16's epsilon.
-TOLERANCE = {"fp32": 1e-5, "bf16-mixed": 2.0**-6, "fp16-mixed": 2.0**-10}
-
-
-def _torchrun(*args, env):
-    command = [*TORCHRUN, "--nproc_per_node", "2", AUDIT, "train", MODEL, *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True)
-
-
-def _audited_env(out: Path, log: Path) -> dict:
-    return {**os.environ, "AUDIT_OUT": str(out), "AUDIT_LOG": str(log)}
-
-
-def _single(out: Path, args) -> Path:
-    result = subprocess.run(
-        [sys.executable, "-m", "ort_ascend_ops", "train", MODEL, *args, "--out", str(out)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    return out
-
-
-def _rows(out: Path) -> list[dict]:
-    with open(out / "losses.csv") as f:
-        return list(csv.DictReader(f))
-
-
-def _losses(out: Path) -> list[float]:
-    return [float(r["loss"]) for r in _rows(out)]
-
-
-def _distance(a: dict, b: dict) -> float:
-    x = np.concatenate([a[k].ravel() for k in sorted(a)]).astype(np.float64)
-    y = np.concatenate([b[k].ravel() for k in sorted(b)]).astype(np.float64)
-    return float(np.linalg.norm(x - y) / np.linalg.norm(y))
-
-
-def _relative(a: list[float], b: list[float]) -> float:
-    return max(abs(x - y) / abs(y) for x, y in zip(a, b, strict=True))
-
-
-def _assert_same_run(ours: Path, reference: Path, precision: str = "fp32"):
-    tolerance = TOLERANCE[precision]
-    a, b = read(ours / "checkpoint.safetensors"), read(reference / "checkpoint.safetensors")
-    rows_a, rows_b = _rows(ours), _rows(reference)
-    assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b]
-    assert [r["skipped"] for r in rows_a] == [r["skipped"] for r in rows_b], "another loss-scale decision"
-    assert _relative(_losses(ours), _losses(reference)) <= tolerance
-    norms = [[float(r["grad_norm"]) for r in rows] for rows in (rows_a, rows_b)]
-    assert _relative(*norms) <= tolerance
-    apart = _distance(a.parameters, b.parameters)
-    assert apart <= tolerance
-    assert a.optimizer == b.optimizer
-    for state in b.optimizer_states:
-        assert set(a.optimizer_states[state]) == set(b.optimizer_states[state])
-        assert _distance(a.optimizer_states[state], b.optimizer_states[state]) <= tolerance
-    start = read(reference / "artifacts" / "checkpoint.safetensors").parameters
-    moved = _distance(b.parameters, start)
-    assert moved > 10 * apart, f"training moved the parameters {moved:.1e}, their difference is {apart:.1e}"
-
+import data_parallel_checks as checks  # noqa: E402
 
 CASES = {
     "fp32": ("fp32", []),
@@ -109,14 +37,14 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_two_processes_equal_one_with_twice_the_batch_and_only_rank0_writes(case, tmp_path):
     precision, extra = CASES[case]
-    options = [*RUN, "--steps", "6", *extra]
+    options = [*checks.RUN, "--steps", "6", *extra]
     # One process holds every optimizer state: ZeRO is for many.
     single = [o for i, o in enumerate(options) if "--zero" not in options[max(i - 1, 0) : i + 1]]
-    reference = _single(tmp_path / "one", [*single, "--batch", "4"])
+    reference = checks.single(tmp_path / "one", [*single, "--batch", "4"])
     out, log = tmp_path / "two", tmp_path / "writes"
-    result = _torchrun(*options, "--batch", "2", "--out", str(out), env=_audited_env(out, log))
+    result = checks.torchrun(*options, "--batch", "2", "--out", str(out), env=checks.audited_env(out, log))
     assert result.returncode == 0, result.stderr[-3000:]
-    _assert_same_run(out, reference, precision)
+    checks.assert_same_run(out, reference, precision)
     assert Path(f"{log}.rank1").read_text() == "", "rank 1 wrote into --out"
     assert "checkpoint.safetensors" in Path(f"{log}.rank0").read_text()
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in reference.iterdir())
@@ -125,7 +53,7 @@ def test_two_processes_equal_one_with_twice_the_batch_and_only_rank0_writes(case
 
 # A schedule that does not depend on --steps, so that a run of 3 steps resumed to 6 takes the
 # learning rates of a run of 6.
-CONSTANT = [*RUN, "--lr-scheduler", "constant", "--warmup-steps", "0"]
+CONSTANT = [*checks.RUN, "--lr-scheduler", "constant", "--warmup-steps", "0"]
 
 
 @pytest.mark.parametrize("first, then", [(2, 1), (1, 2)], ids=["2-to-1", "1-to-2"])
@@ -133,9 +61,11 @@ def test_a_zero1_checkpoint_resumes_on_another_number_of_processes(first, then, 
     def run(processes: int, steps: int, out: Path, *more):
         args = [*CONSTANT, "--steps", str(steps), "--batch", str(4 // processes), *more]
         if processes == 1:  # ZeRO is for many processes: one process holds every state
-            return _single(out, args)
+            return checks.single(out, args)
         args.extend(["--zero", "1"])
-        result = _torchrun(*args, "--out", str(out), env=_audited_env(out, tmp_path / f"w{steps}"))
+        result = checks.torchrun(
+            *args, "--out", str(out), env=checks.audited_env(out, tmp_path / f"w{steps}")
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         return out
 
@@ -143,52 +73,27 @@ def test_a_zero1_checkpoint_resumes_on_another_number_of_processes(first, then, 
     out = run(first, 3, tmp_path / "out")
     assert int(read_properties(out / "checkpoint.safetensors")["step"]) == 3
     run(then, 6, out, "--resume")
-    _assert_same_run(out, reference)
+    checks.assert_same_run(out, reference)
 
 
-def _wait_for_step(checkpoint: Path, step: int, process) -> None:
-    while process.poll() is None:
-        if checkpoint.exists() and int(read_properties(checkpoint).get("step", 0)) >= step:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"the run ended before step {step}: {process.stderr.read()[-2000:]}")
-
-
-def _workers(torchrun_pid: int, rank: int) -> list[int]:
-    """The pids of the processes whose environment says RANK=rank under that torchrun."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        parent = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
-        if parent == torchrun_pid and f"RANK={rank}".encode() in environ:
-            found.append(int(entry.name))
-    return found
-
-
-LONG = [*RUN, "--steps", "200", "--save-every", "10", "--eval-every", "100", "--batch", "2"]
+LONG = [*checks.RUN, "--steps", "200", "--save-every", "10", "--eval-every", "100", "--batch", "2"]
 
 
 def test_a_killed_rank_is_restarted_by_torchrun_and_the_run_ends_as_an_uninterrupted_one(tmp_path):
     clean = tmp_path / "clean"
-    result = _torchrun(*LONG, "--out", str(clean), env=_audited_env(clean, tmp_path / "w"))
+    result = checks.torchrun(*LONG, "--out", str(clean), env=checks.audited_env(clean, tmp_path / "w"))
     assert result.returncode == 0, result.stderr[-3000:]
     out = tmp_path / "restarted"
-    command = [*TORCHRUN, "--nproc_per_node", "2", "--max-restarts", "1"]
+    command = [*checks.TORCHRUN, "--nproc_per_node", "2", "--max-restarts", "1"]
     process = subprocess.Popen(
-        [*command, AUDIT, "train", MODEL, *LONG, "--out", str(out)],
-        env=_audited_env(out, tmp_path / "w2"),
+        [*command, checks.AUDIT, "train", checks.MODEL, *LONG, "--out", str(out)],
+        env=checks.audited_env(out, tmp_path / "w2"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    _wait_for_step(out / "checkpoint.safetensors", 20, process)
-    victims = _workers(process.pid, 1)
+    checks.wait_for_step(out / "checkpoint.safetensors", 20, process)
+    victims = checks.workers(process.pid, 1)
     assert victims, "rank 1's process not found"
     os.kill(victims[0], signal.SIGKILL)
     stdout, stderr = process.communicate(timeout=600)  # a guard against a hang, not a speed limit
@@ -197,48 +102,15 @@ def test_a_killed_rank_is_restarted_by_torchrun_and_the_run_ends_as_an_uninterru
     a, b = read(out / "checkpoint.safetensors"), read(clean / "checkpoint.safetensors")
     for name in b.parameters:  # the same ranks, the same sums: bit for bit
         assert np.array_equal(a.parameters[name], b.parameters[name]), name
-    assert _losses(out) == _losses(clean)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ranks_without_agent(args_of_rank, env_of_rank=lambda rank: {}):
-    """Two ranks as plain processes (the environment torchrun would set, no agent to kill the
-    survivor), as on two machines."""
-    port = _free_port()
-    processes = []
-    for rank in range(2):
-        env = {
-            **os.environ,
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": "2",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            **env_of_rank(rank),
-        }
-        processes.append(
-            subprocess.Popen(
-                [sys.executable, AUDIT, "train", MODEL, *args_of_rank(rank)],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    return processes
+    assert checks.losses(out) == checks.losses(clean)
 
 
 def test_a_killed_rank_makes_the_survivor_fail_naming_it(tmp_path):
     out = tmp_path / "out"
     args = [*LONG, "--steps", "100000", "--out", str(out), "--collective-timeout", "30"]
-    env = _audited_env(out, tmp_path / "w")
-    survivor, victim = _ranks_without_agent(lambda rank: args, lambda rank: env)
-    _wait_for_step(out / "checkpoint.safetensors", 10, survivor)
+    env = checks.audited_env(out, tmp_path / "w")
+    survivor, victim = checks.ranks_without_agent(lambda rank: args, lambda rank: env)
+    checks.wait_for_step(out / "checkpoint.safetensors", 10, survivor)
     victim.kill()
     start = time.monotonic()
     _, stderr = survivor.communicate(timeout=300)  # a guard against a hang, not a speed limit
@@ -263,9 +135,9 @@ def test_ranks_that_disagree_are_refused_naming_the_setting_and_both_values(
     setting, values, args, env, tmp_path
 ):
     out = tmp_path / "out"
-    base = [*RUN, "--steps", "2", "--batch", "2", "--out", str(out)]
-    audit = _audited_env(out, tmp_path / "w")
-    processes = _ranks_without_agent(
+    base = [*checks.RUN, "--steps", "2", "--batch", "2", "--out", str(out)]
+    audit = checks.audited_env(out, tmp_path / "w")
+    processes = checks.ranks_without_agent(
         lambda rank: [*base, *args(values[rank])], lambda rank: audit | env(values[rank])
     )
     for process in processes:
@@ -309,8 +181,8 @@ def api_ranks(tmp_path_factory):
             artifact_directory=folder / precision,
             precision=precision,
         )
-    command = [*TORCHRUN, "--nproc_per_node", "2"]
-    script = str(TESTS / "data_parallel_ranks.py")
+    command = [*checks.TORCHRUN, "--nproc_per_node", "2"]
+    script = str(checks.TESTS / "data_parallel_ranks.py")
     result = subprocess.run([*command, script, str(folder), str(folder)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return {p.stem: dict(np.load(p)) for p in folder.glob("*.npz")}
@@ -401,7 +273,7 @@ def test_shards_cut_each_buffer_at_parameter_boundaries_into_balanced_runs():
 )
 def test_bad_data_parallel_options_are_refused_naming_them(bad, message, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "ort_ascend_ops", "train", MODEL, *bad, "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "ort_ascend_ops", "train", checks.MODEL, *bad, "--out", str(tmp_path / "out")],
         capture_output=True,
         text=True,
     )
@@ -410,10 +282,19 @@ def test_bad_data_parallel_options_are_refused_naming_them(bad, message, tmp_pat
 
 
 def test_a_process_whose_peers_never_arrive_fails_within_the_timeout_naming_the_rendezvous(tmp_path):
-    port = _free_port()
+    port = checks.free_port()
     env = {**os.environ, "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1"}
     result = subprocess.run(
-        [sys.executable, "-m", "ort_ascend_ops", "train", MODEL, *RUN, "--collective-timeout", "3"]
+        [
+            sys.executable,
+            "-m",
+            "ort_ascend_ops",
+            "train",
+            checks.MODEL,
+            *checks.RUN,
+            "--collective-timeout",
+            "3",
+        ]
         + ["--out", str(tmp_path / "out")],
         env=env | {"MASTER_PORT": str(port)},
         capture_output=True,

@@ -286,4 +286,9 @@ void AclnnCall::copy_on_stream(void* dst, const void* src, size_t bytes) {
   }
 }
 
+std::string AclnnCall::recent_error() const {
+  const char* detail = cann_.base<acl::GetRecentErrMsg>("aclGetRecentErrMsg")();
+  return detail ? detail : "";
+}
+
 }  // namespace oao

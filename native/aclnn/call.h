@@ -51,6 +51,13 @@ class AclnnCall {
   AclnnCall& operator=(const AclnnCall&) = delete;
 
   const acl::Cann& cann() const { return cann_; }
+  // The execution provider's stream the call's work is queued on.
+  void* stream() const { return stream_; }
+  // The copies queued so far are in use by work launched on another stream, after them (a
+  // collective's): the call need not wait for them when it ends.
+  void launched() { copies_unlaunched_ = false; }
+  // The runtime's message of the last failure on this thread ("" when it has none).
+  std::string recent_error() const;
 
   // A contiguous ND aclTensor over `data` (no copy), viewed with `shape`.
   const aclTensor* tensor(const void* data, const Shape& shape, aclDataType type);

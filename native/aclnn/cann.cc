@@ -104,6 +104,9 @@ Cann::Cann() {
     if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) opened.emplace_back(path, handle);
   }
   for (auto& [path, handle] : opened) ops_.push_back({path, handle});
+  opened.clear();
+  // Optional: only data parallel's collective nodes need it.
+  if (open_library("libhccl.so", RTLD_NOW | RTLD_LOCAL, opened, tried)) hccl_.push_back({opened[0].first, opened[0].second});
 }
 
 void* Cann::find_in(const std::vector<Library>& libraries, const char* name, const char* what) {

@@ -32,6 +32,12 @@ class Cann {
     return reinterpret_cast<F>(find_base(name));
   }
 
+  // The function `name` from HCCL's libhccl.so (collectives); throws like op().
+  template <class F>
+  F collective(const char* name) const {
+    return reinterpret_cast<F>(find_in(hccl_, name, "HCCL library"));
+  }
+
   // The library the op symbol comes from (its path), for the signature-version check.
   std::string op_origin(const char* name) const;
 
@@ -51,6 +57,7 @@ class Cann {
 
   std::vector<Library> base_;  // libnnopbase, then the runtime (libascendcl or libacl_rt)
   std::vector<Library> ops_;   // split libraries or libopapi.so, then custom packages
+  std::vector<Library> hccl_;  // libhccl.so, where installed
 };
 
 }  // namespace oao::acl

@@ -1,5 +1,8 @@
 // Control API of the aclnn host emulator, exported by its libascendcl.so. Tests drive it through
 // ctypes or by including this header; nothing in the package itself calls it.
+// The environment variable ACLEMU_DEVICE_COUNT (an integer in 1..64, default 1; read at each call)
+// sets how many devices aclrtGetDeviceCount reports and aclrtSetDevice accepts, so that each rank
+// of a data-parallel group (libhccl.so) can set its own.
 #pragma once
 
 #include <stdint.h>
@@ -10,10 +13,10 @@
 extern "C" {
 #endif
 
-// Clears injected failures, call counters, copy counters, the workspace override, the device memory
-// size (back to unlimited) and the SoC name (back to "Ascend910B2"), and the calling thread's
-// pending error message; the device memory peak restarts from the bytes live now. Live objects and
-// allocations stay counted.
+// Clears injected failures, call counters, copy and collective byte counters, the workspace
+// override, the device memory size (back to unlimited) and the SoC name (back to "Ascend910B2"),
+// and the calling thread's pending error message; the device memory peak restarts from the bytes
+// live now. Live objects and allocations stay counted.
 ACLEMU_EXPORT void aclemu_reset(void);
 // From now until reset, every call of the exported `symbol` fails at its start with `code`, sets
 // `message` as the recent error and creates nothing. Functions that return a pointer return NULL;
@@ -52,6 +55,12 @@ ACLEMU_EXPORT void aclemu_set_device_memory(uint64_t bytes);
 // The bytes of the last aclrtMalloc refused since the last reset (past the size set, or failed by
 // aclemu_fail; 0: none), which the CANN EP's error does not carry.
 ACLEMU_EXPORT int64_t aclemu_refused_device_bytes(void);
+// Bytes this process handed into the HCCL collective `symbol` ("HcclAllReduce",
+// "HcclReduceScatter", "HcclAllGather", "HcclBroadcast" or "HcclBarrier") since the last reset; -1
+// for any other symbol. A call counts when its work is queued, a refused call never: AllReduce
+// count * item size, ReduceScatter nRanks * recvCount * item size (its whole sendBuf), AllGather
+// sendCount * item size, Broadcast count * item size on every rank (root or not), Barrier 0.
+ACLEMU_EXPORT int64_t aclemu_collective_bytes(const char* symbol);
 
 #ifdef __cplusplus
 }

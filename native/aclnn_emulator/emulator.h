@@ -89,6 +89,8 @@ struct Hooks {
   void (*pin)(const aclTensor* tensor);
   bool (*defer_delete)(const aclTensor* tensor);
   bool (*unpin)(const aclTensor* tensor);
+  // Adds to aclemu_collective_bytes(symbol): the bytes a collective libhccl.so queued hands in.
+  void (*add_collective_bytes)(const char* symbol, uint64_t bytes);
 };
 
 }  // namespace aclemu

@@ -1,10 +1,11 @@
-// libascendcl.so, the runtime: one emulated device whose memory is host memory, streams that keep
+// libascendcl.so, the runtime: emulated devices whose memory is host memory, streams that keep
 // their work until the host waits for it, events, and copies. Work never runs when it is submitted,
 // so a caller that reads a device value on the host, or frees memory, before waiting for the work
 // that uses it gets an error instead of a result that happens to be right.
 #include "runtime.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -35,7 +36,10 @@ constexpr aclError kContextNull = 107002;       // ACL_ERROR_RT_CONTEXT_NULL
 constexpr aclError kInternal = 507000;          // ACL_ERROR_RT_INTERNAL_ERROR
 constexpr aclError kKernelFailed = 507015;      // ACL_ERROR_RT_AICORE_EXCEPTION
 
-constexpr uint32_t kDevices = 1;
+// ACLEMU_DEVICE_COUNT devices (default 1), so that each rank of a data-parallel group, a process
+// of its own, can set its own: they share the process's one memory and set of streams.
+constexpr const char* kDeviceCountEnv = "ACLEMU_DEVICE_COUNT";
+constexpr long kMostDevices = 64;
 constexpr size_t kAlignment = 64;
 // Fresh device memory reads as NaN / -1, never as plausible data.
 constexpr unsigned char kPoison = 0xFF;
@@ -84,6 +88,20 @@ thread_local int32_t current_device = -1;
 aclError refuse(const char* symbol, aclError code, const std::string& rule) {
   hooks().set_error(std::string(symbol) + ": " + rule);
   return code;
+}
+
+// Read at every call, so a test may change it between calls; 0 (message set) when it is malformed.
+uint32_t device_count(const char* symbol) {
+  const char* text = std::getenv(kDeviceCountEnv);
+  if (text == nullptr || *text == '\0') return 1;
+  char* end = nullptr;
+  errno = 0;
+  const long count = std::strtol(text, &end, 10);
+  if (*end == '\0' && errno == 0 && count >= 1 && count <= kMostDevices) return static_cast<uint32_t>(count);
+  refuse(symbol, kInvalidDevice,
+         std::string(kDeviceCountEnv) + "=" + text + " is not an integer in 1.." +
+             std::to_string(kMostDevices));
+  return 0;
 }
 
 bool overlaps(const Range& a, const Range& b) {
@@ -277,16 +295,20 @@ ACLEMU_API aclError aclFinalize(void) {
 ACLEMU_API aclError aclrtGetDeviceCount(uint32_t* count) {
   if (aclError injected = hooks().enter("aclrtGetDeviceCount")) return injected;
   if (count == nullptr) return refuse("aclrtGetDeviceCount", kInvalidParam, "count is NULL");
-  *count = kDevices;
+  const uint32_t devices = device_count("aclrtGetDeviceCount");
+  if (devices == 0) return kInvalidDevice;
+  *count = devices;
   return kAclSuccess;
 }
 
 ACLEMU_API aclError aclrtSetDevice(int32_t device_id) {
   if (aclError injected = hooks().enter("aclrtSetDevice")) return injected;
-  if (device_id < 0 || static_cast<uint32_t>(device_id) >= kDevices) {
+  const uint32_t devices = device_count("aclrtSetDevice");
+  if (devices == 0) return kInvalidDevice;
+  if (device_id < 0 || static_cast<uint32_t>(device_id) >= devices) {
     return refuse("aclrtSetDevice", kInvalidDevice,
-                  "device " + std::to_string(device_id) + " does not exist (" + std::to_string(kDevices) +
-                      " emulated)");
+                  "device " + std::to_string(device_id) + " does not exist (" + std::to_string(devices) +
+                      " emulated; " + kDeviceCountEnv + " sets how many)");
   }
   current_device = device_id;
   return kAclSuccess;

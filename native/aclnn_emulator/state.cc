@@ -2,7 +2,9 @@
 // other emulator library shares through aclemu_hooks().
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -30,6 +32,7 @@ struct State {
   std::unordered_set<const aclTensor*> doomed;    // destroyed while pinned
   uint64_t workspace_override = 0;
   std::string soc = kDefaultSoc;
+  std::unordered_map<std::string, int64_t> collective_bytes;  // by HCCL symbol, since the last reset
 };
 
 // Leaked on purpose: other libraries may still call in while the process exits.
@@ -113,11 +116,16 @@ bool unpin(const aclTensor* tensor) {
   return state().doomed.erase(tensor) == 1;
 }
 
+void add_collective_bytes(const char* symbol, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  state().collective_bytes[symbol] += static_cast<int64_t>(bytes);
+}
+
 const aclemu::Hooks kHooks{enter,        set_error,    workspace_override,
                            soc,          add_live,     remove_live,
                            is_live,      aclemu::enqueue, aclemu::host_read_hazard,
                            count_caller, pin,          defer_delete,
-                           unpin};
+                           unpin,        add_collective_bytes};
 
 }  // namespace
 
@@ -147,6 +155,7 @@ ACLEMU_API void aclemu_reset(void) {
     state().failures.clear();
     state().workspace_override = 0;
     state().soc = kDefaultSoc;
+    state().collective_bytes.clear();
   }
   pending_error.clear();
 }
@@ -196,6 +205,18 @@ ACLEMU_API int64_t aclemu_live_tensors(void) {
 ACLEMU_API int64_t aclemu_live_executors(void) {
   std::lock_guard<std::mutex> lock(state().mu);
   return static_cast<int64_t>(live(aclemu::Kind::kExecutor).size());
+}
+
+ACLEMU_API int64_t aclemu_collective_bytes(const char* symbol) {
+  static constexpr const char* kCollectives[] = {"HcclAllReduce", "HcclReduceScatter", "HcclAllGather",
+                                                 "HcclBroadcast", "HcclBarrier"};
+  if (symbol == nullptr) return -1;
+  if (std::none_of(std::begin(kCollectives), std::end(kCollectives),
+                   [symbol](const char* c) { return std::strcmp(c, symbol) == 0; }))
+    return -1;
+  std::lock_guard<std::mutex> lock(state().mu);
+  const auto it = state().collective_bytes.find(symbol);
+  return it == state().collective_bytes.end() ? 0 : it->second;
 }
 
 ACLEMU_API void aclemu_set_soc(const char* name) {

@@ -13,5 +13,6 @@ std::vector<Row> matmul_rows();       // MatMul, Gemm
 std::vector<Row> softmax_rows();      // Softmax, LogSoftmax and the losses built on them
 std::vector<Row> reduce_rows();       // reductions, CumSum, ArgMax, TopK
 std::vector<Row> index_rows();        // gathers and scatters
+std::vector<Row> collective_rows();   // data parallel's HcclAllReduce (not an ONNX op)
 
 }  // namespace oao::standard

@@ -1,7 +1,9 @@
 """The aclnn backend without an NPU: a host emulator of the CANN libraries (``lib64/``: device
 memory is host memory, streams hold their work until the host waits for them, every aclnn entry
 point checks its arguments as the vendor documents and computes with its own loops), complete
-enough that ``onnxruntime-cann``'s CANN execution provider runs on it; and a build of the
+enough that ``onnxruntime-cann``'s CANN execution provider runs on it, with HCCL's collectives
+(``libhccl.so``) between processes of one machine, a rank per process and emulated device
+(``ACLEMU_DEVICE_COUNT`` devices, default 1), meeting in shared memory; and a build of the
 custom-op library that registers the aclnn kernels under the CPU execution provider, for
 environments with the plain ``onnxruntime``.
 
@@ -102,12 +104,14 @@ def control() -> ctypes.CDLL:
     lib.aclemu_calls_from.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
     for name in (
         "aclemu_copied_bytes",
+        "aclemu_collective_bytes",
         "aclemu_device_bytes",
         "aclemu_device_bytes_peak",
         "aclemu_refused_device_bytes",
     ):
         getattr(lib, name).restype = ctypes.c_int64
     lib.aclemu_copied_bytes.argtypes = [ctypes.c_char_p]
+    lib.aclemu_collective_bytes.argtypes = [ctypes.c_char_p]
     lib.aclemu_device_bytes.argtypes = []
     lib.aclemu_device_bytes_peak.argtypes = []
     lib.aclemu_refused_device_bytes.argtypes = []

@@ -17,6 +17,7 @@ from .. import aclnn_emulator
 from .placement import read_profile
 
 MB = 1 << 20
+COLLECTIVES = ("HcclAllReduce", "HcclReduceScatter", "HcclAllGather", "HcclBroadcast")
 
 
 def profiled_options(options: ort.SessionOptions, folder: Path, session: str) -> ort.SessionOptions:
@@ -58,7 +59,14 @@ class BusMeter:
     def lines(self, step: int, model_state: int, batch_bytes: int) -> list[str]:
         moved = {d: self.counters.aclemu_copied_bytes(d.encode()) for d in ("H2D", "D2H", "D2D")}
         peak = self.counters.aclemu_device_bytes_peak()
-        return [
+        calls = {c: self.counters.aclemu_calls(c.encode()) for c in COLLECTIVES}
+        sent = {c: self.counters.aclemu_collective_bytes(c.encode()) for c in COLLECTIVES if calls[c]}
+        hccl = [
+            f"HCCL in step {step}: "
+            + ", ".join(f"{c} x{calls[c]} ({sent[c]:,} bytes)" for c in sent)
+            + ", device to device"
+        ]
+        return (hccl if sent else []) + [
             f"bus in step {step}: {moved['H2D']:,} bytes to the NPU, {moved['D2H']:,} back "
             f"({moved['D2D']:,} within it); the batch is {batch_bytes:,} bytes",
             f"device memory in step {step}: peak {peak / MB:,.1f} MB = the model state (parameters, gradients, "

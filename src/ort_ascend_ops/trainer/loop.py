@@ -156,19 +156,32 @@ def _checked(settings: Settings, folder: RunFolder, parallel: DataParallel | Non
 
 
 def _check_device(settings: Settings, parallel: DataParallel | None) -> None:
-    """``--device``: an NPU this ONNX Runtime reaches and that is there, in one process (the
-    gradients' exchange between NPUs is HCCL's, not built yet)."""
+    """``--device``: an NPU this ONNX Runtime reaches and that is there; under torchrun ``npu``,
+    each rank its own (``_rank_device``)."""
     if settings.device == "cpu":
         return
-    if parallel is not None:
+    if parallel is not None and settings.device != "npu":
         raise SettingsError(
-            f"--device {settings.device} under torchrun: exchanging gradients between NPUs needs HCCL, "
-            "not built yet; train on one NPU in one process, or on the CPU under torchrun"
+            f"--device {settings.device} under torchrun would put every rank on one NPU: pass --device npu "
+            "and rank r takes npu:LOCAL_RANK, as torch_npu's ranks do"
         )
+    if parallel is not None and settings.zero:
+        raise SettingsError(
+            "--zero 1 with --device npu: ZeRO-1's shards on the NPU are not built yet; train without "
+            "--zero on the NPUs, or with it on the CPU"
+        )
+    device = _rank_device(settings, parallel)
     try:
-        DeviceMemory(settings.device).check()
+        DeviceMemory(device).check()
     except (RuntimeError, ValueError) as error:
         raise SettingsError(f"--device {settings.device}: {error}") from None
+
+
+def _rank_device(settings: Settings, parallel: DataParallel | None) -> str:
+    """The device this process trains on: ``npu:LOCAL_RANK`` for ``--device npu`` under torchrun."""
+    if parallel is None or settings.device == "cpu":
+        return settings.device
+    return f"npu:{parallel.launch.local_rank}"
 
 
 def _corpus(settings: Settings, source: ModelSource) -> Corpus:
@@ -203,8 +216,9 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
         )
     say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
     resumed = settings.resume and rank0 and folder.checkpoint.exists()
+    device = _rank_device(settings, parallel)
     state = CheckpointState.load_checkpoint(
-        folder.checkpoint if resumed else paths["checkpoint"], device=settings.device
+        folder.checkpoint if resumed else paths["checkpoint"], device=device
     )
     # ONNX Runtime's default is every core: under torchrun each process takes its share.
     threads = settings.threads or (None if parallel is None else parallel.launch.threads_per_process())
@@ -213,7 +227,7 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
         paths["training"],
         state,
         paths["eval"],
-        device=settings.device,
+        device=device,
         threads=threads,
         process_group=parallel,
         session_options=npu.options["training"] if npu else None,
@@ -239,6 +253,7 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
         + (" (ZeRO-1: optimizer states sharded)" if optimizer.zero else "")
         + f", {settings.precision}"
         + (f" on {settings.device}" if npu else "")
+        + (" (rank r on npu:LOCAL_RANK, gradients through HCCL)" if npu and world > 1 else "")
         + (f" (loss scale {optimizer.get_loss_scale():g})" if module.loss_scaler is not None else "")
         + f", gradients {f'clipped to norm {settings.max_grad_norm:g}' if settings.max_grad_norm else 'not clipped'}"
         + f", steps {done + 1}..{settings.steps}"

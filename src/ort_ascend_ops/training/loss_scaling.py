@@ -17,6 +17,7 @@ _OPSET = 18
 # ONNX value names; the training API binds by them. The scale is the training model's input.
 SCALE, GROWTH_TRACKER, FOUND_INF, FOUND_BEFORE = LOSS_SCALE, "growth_tracker", "found_inf", "found_before"
 NEW_SCALE, NEW_GROWTH_TRACKER = "new_loss_scale", "new_growth_tracker"
+RANKS, SEED = "ranks", "seed"
 
 
 def _model(nodes, name, inputs, outputs, opsets) -> onnx.ModelProto:
@@ -53,6 +54,20 @@ def unscale_model(types: list[onnx.TypeProto]) -> onnx.ModelProto:
         found = after
     opsets = [helper.make_opsetid("", _OPSET), helper.make_opsetid(DOMAIN, VERSION)]
     return _model(nodes, "unscale", inputs, outputs, opsets)
+
+
+def seed_model() -> onnx.ModelProto:
+    """The scale each of ``ranks`` data-parallel processes seeds its backward with: ``loss_scale /
+    ranks`` in float32, correctly rounded (float32's division, which equals the float64 quotient
+    rounded to float32 for the same reason as the reciprocal above)."""
+    f32 = TensorProto.FLOAT
+    return _model(
+        [helper.make_node("Div", [SCALE, RANKS], [SEED])],
+        "loss_scale_seed",
+        [helper.make_tensor_value_info(SCALE, f32, []), helper.make_tensor_value_info(RANKS, f32, [])],
+        [helper.make_tensor_value_info(SEED, f32, [])],
+        [helper.make_opsetid("", _OPSET)],
+    )
 
 
 def update_model(growth_factor: float, backoff_factor: float, growth_interval: int) -> onnx.ModelProto:

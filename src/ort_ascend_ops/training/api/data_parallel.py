@@ -33,11 +33,17 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import ml_dtypes
 import numpy as np
+import onnxruntime as ort
 
 from .checkpoint_state import Buffers
+from .hccl import Communicator, HcclError
+
+if TYPE_CHECKING:
+    from .device_memory import DeviceBuffers
 
 BUCKET_MB = 25
 # Collectives under way at once: gloo runs two at a time (its default worker threads) and holds a
@@ -50,6 +56,7 @@ COLLECTIVE_TIMEOUT = 300.0  # seconds; torch's own default for gloo is 30 minute
 _Launched = tuple[object, Callable[[], object] | None]
 _log = logging.getLogger(__name__)
 _said_default_group = False
+_communicators = 0
 
 
 class RankLostError(RuntimeError):
@@ -67,6 +74,7 @@ class Launch:
     rank: int = 0
     world_size: int = 1
     local_world_size: int = 1
+    local_rank: int = 0
     restarts: int = 0  # times torchrun restarted the workers after a failure (--max-restarts)
     master: str = ""  # the rendezvous address, for messages
 
@@ -77,6 +85,7 @@ class Launch:
             int(env.get("RANK", "0")),
             int(env.get("WORLD_SIZE", "1")),
             int(env.get("LOCAL_WORLD_SIZE", "1")),
+            int(env.get("LOCAL_RANK", "0")),
             int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
             f"{env.get('MASTER_ADDR')}:{env.get('MASTER_PORT')}",
         )
@@ -133,6 +142,8 @@ class DataParallel:
         self.shards: Shards | None = None
         self.seconds = 0.0
         self.launch = Launch.from_environment()
+        self.timeout_seconds = COLLECTIVE_TIMEOUT
+        self._hccl: Communicator | None = None
 
     @classmethod
     def of(cls, process_group=None) -> DataParallel | None:
@@ -185,7 +196,63 @@ class DataParallel:
                     f"data parallel: the {launch.world_size} processes did not all meet at {launch.master} "
                     f"within {timeout_seconds:g} s ({_first_line(error)})"
                 ) from None
-        return cls(None) if dist.get_world_size() > 1 else None
+        if dist.get_world_size() <= 1:
+            return None
+        parallel = cls(None)
+        parallel.timeout_seconds = timeout_seconds
+        return parallel
+
+    def hccl(self, device_id: int) -> Communicator:
+        """The HCCL communicator of this group's NPUs, this rank's being ``device_id``: made on
+        first use from rank 0's root info in torch.distributed's store."""
+        if self._hccl is None:
+            store = _dist().distributed_c10d._get_default_store()  # torch has no public getter
+            global _communicators
+            _communicators += 1  # every rank makes its communicators in the same order
+            key = f"ort_ascend_ops/hccl/{self.launch.restarts}/{_communicators}"
+            try:
+                self._hccl = Communicator(store, key, self.rank, self.size, device_id, self.timeout_seconds)
+            except (HcclError, RuntimeError) as error:  # the store's timeout too
+                raise RankLostError(
+                    f"data parallel: rank {self.rank} of {self.size} could not join the HCCL communicator "
+                    f"on npu:{device_id}: {_first_line(error)}"
+                ) from None
+        return self._hccl
+
+    def _on_device(self, what: str, device_id: int, queue: Callable[[Communicator], None]) -> None:
+        """``queue``'s collectives run on the NPUs and waited for; a failure a ``RankLostError``."""
+        start = time.perf_counter()
+        hccl = self.hccl(device_id)
+        try:
+            queue(hccl)
+            hccl.wait(what)
+        except HcclError as error:
+            raise self.lost(what, error) from None
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    def reduce_device_gradients(self, gradients: DeviceBuffers, found_inf: ort.OrtValue | None) -> None:
+        """The gradients' device buffers replaced, in place, by their mean over the ranks,
+        device to device through HCCL; fp16-mixed's overflow flag ``found_inf`` (a device
+        float32) made the maximum over the ranks there too."""
+        memory = gradients.memory
+
+        def queue(hccl: Communicator) -> None:
+            if found_inf is not None:
+                hccl.all_reduce([found_inf], "max")
+            hccl.all_reduce(gradients.flat)
+
+        self._on_device("the gradients' all-reduce", memory.device_id, queue)
+        gradients.scale(1.0 / self.size)
+
+    def wait_for_graph(self, device_id: int) -> None:
+        """After a training run whose graph all-reduced the gradients (``gradient_buckets``): waits
+        for the communicator's stream, whose time is what the backward did not hide."""
+        self._on_device("the gradients' all-reduce in the backward", device_id, lambda hccl: None)
+
+    def broadcast_device(self, values: Sequence[ort.OrtValue], device_id: int, what: str) -> None:
+        """Each device value overwritten, on every rank, by rank 0's."""
+        self._on_device(what, device_id, lambda hccl: hccl.broadcast(values, 0))
 
     def _run(self, what: str, collectives: Iterable[_Launched]) -> None:
         """Launches ``collectives`` (each drawn from the iterable launches one) with at most

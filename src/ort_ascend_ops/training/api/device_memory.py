@@ -263,8 +263,8 @@ class DeviceBuffers:
 
     def host_arrays(self) -> list[np.ndarray]:
         raise RuntimeError(
-            f"{self.memory.device}: the gradients live in device memory; exchanging them between "
-            "processes needs HCCL (not yet: train with one process on the NPU)"
+            f"{self.memory.device}: the gradients live in device memory, where HCCL exchanges them "
+            "(DataParallel.reduce_device_gradients); they have no host arrays"
         )
 
     def scale(self, factor: float) -> None:

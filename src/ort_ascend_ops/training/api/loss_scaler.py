@@ -21,7 +21,10 @@ from ..loss_scaling import (
     GROWTH_TRACKER,
     NEW_GROWTH_TRACKER,
     NEW_SCALE,
+    RANKS,
     SCALE,
+    SEED,
+    seed_model,
     unscale_model,
     update_model,
 )
@@ -90,6 +93,7 @@ class LossScaler:
                 GROWTH_TRACKER: memory.copy(np.array(initial[1], np.int32)),
                 FOUND_INF: memory.copy(np.array(self.found_inf, np.float32)),
                 FOUND_BEFORE: memory.copy(np.array(0.0, np.float32)),  # a fresh flag's seed: never written
+                SEED: memory.copy(np.array(initial[0], np.float32)),
             }
             self._memory = memory
         self._settings = settings
@@ -128,15 +132,29 @@ class LossScaler:
     def found_inf(self, found: bool) -> None:
         self._placed("found_inf").write(self._values[FOUND_INF], np.array(float(found), np.float32))
 
+    @property
+    def found_inf_value(self) -> ort.OrtValue:
+        """The flag where it lives (a float32 scalar, nonzero once an inf or NaN was found), for
+        data parallel to reduce it there."""
+        self._placed("found_inf_value")
+        return self._values[FOUND_INF]
+
     def seed(self, ranks: int = 1) -> ort.OrtValue:
         """The scale the backward starts from: under data parallel each of ``ranks`` seeds it with
-        scale / ranks, as Apex's and Horovod's gradient predivision does, so that its float16
+        scale / ranks (computed where the scale lives: ``loss_scaling.seed_model``), as Apex's and Horovod's gradient predivision does, so that its float16
         values are those of its rows in the one process of ``ranks`` times its batch, and it
         overflows where that process would, not ``ranks`` times sooner."""
         memory = self._placed("seed")
         if ranks == 1:
             return self._values[SCALE]
-        return memory.scalar(float(np.float32(self.get_scale() / ranks)), np.float32)
+        session = self._session(("seed",), seed_model)
+        binding = session.io_binding()
+        held = memory.scalar(float(ranks), np.float32)  # alive until the run is over
+        binding.bind_ortvalue_input(SCALE, self._values[SCALE])
+        binding.bind_ortvalue_input(RANKS, held)
+        binding.bind_ortvalue_output(SEED, self._values[SEED])
+        session.run_with_iobinding(binding)
+        return self._values[SEED]
 
     def unscale(self, grads: Buffers, seed: ort.OrtValue, accumulate: bool) -> None:
         """Divides every gradient by ``seed`` where it lies, one node per gradient buffer, setting

@@ -19,10 +19,11 @@ from onnx import helper
 from ...autodiff import grad_name
 from ...runtime import ortvalue_type
 from ..artifacts import pruned
+from ..gradient_buckets import buckets, gradient_sizes, with_all_reduce
 from ..precision import LOSS_SCALE
 from .checkpoint_state import Buffers, CheckpointState
 from .data_parallel import DataParallel, versions
-from .device_memory import DeviceMemory
+from .device_memory import DeviceBuffers, DeviceMemory
 from .loss_scaler import LossScaler
 from .sessions import SessionSettings
 
@@ -179,6 +180,7 @@ class Module:
         elif loss_scaler is not None:
             raise ValueError("loss_scaler: this training model takes no loss scale (fp16-mixed's does)")
         self._data_parallel = DataParallel.of(process_group)
+        self._reducing: _Program | None = None  # the training program that all-reduces in its graph
         self._sync = True
         if self._data_parallel is not None:
             self._start_from_rank0(self._data_parallel)
@@ -197,8 +199,13 @@ class Module:
                 **versions(),
             }
         )
-        views = list(state.host_parameters().values())
-        parallel.broadcast(views, [0] * len(views), "the parameters' broadcast from rank 0")
+        what = "the parameters' broadcast from rank 0"
+        if isinstance(state.memory, DeviceMemory):
+            values = [p.value for p in state.parameters.values()]
+            parallel.broadcast_device(values, state.memory.device_id, what)
+        else:
+            views = list(state.host_parameters().values())
+            parallel.broadcast(views, [0] * len(views), what)
         scaler = state.loss_scaler
         properties, scale = parallel.from_rank0(
             (dict(state.properties), scaler.state_dict() if scaler is not None else None), "rank 0's state"
@@ -260,10 +267,12 @@ class Module:
     @property
     def training_session(self) -> ort.InferenceSession:
         """The training model's ONNX Runtime session (to end its profiling, say): on the NPU, the
-        one of the last call's input shapes."""
-        if self._train.session is None:
+        one of the last call's input shapes; under data parallel on NPUs, the one of the model that
+        all-reduces in its graph once a call ran it."""
+        program = self._reducing if self._reducing is not None else self._train
+        if program.session is None:
             raise RuntimeError("on the NPU the training session is made for the first call's input shapes")
-        return self._train.session
+        return program.session
 
     def _program(self) -> _Program:
         """The program of the current mode (``eval()`` has checked there is an eval model)."""
@@ -289,8 +298,27 @@ class Module:
         with self._state.memory.faults("the training step" if self.training else "the eval step"):
             return self._call(user_inputs)
 
+    def _reduced_in_graph(self) -> _Program | None:
+        """Under data parallel on the NPU, for a call that ends a step without accumulating onto
+        earlier micro-batches: the training program whose graph all-reduces the gradients in
+        buckets as the backward makes them (``gradient_buckets``), made on first use."""
+        parallel = self._data_parallel
+        if parallel is None or not self._sync or not self._reset_pending:
+            return None
+        if not isinstance(self._gradients, DeviceBuffers):
+            return None
+        if self._reducing is None:
+            model = self._train.model
+            shapes = {grad_name(p): view.shape() for p, view in self._gradients.views.items()}
+            sizes = gradient_sizes(model, list(self._train.grads.values()), shapes)
+            hccl = parallel.hccl(self._state.memory.device_id)
+            reduced = with_all_reduce(model, buckets(model, sizes, parallel.bucket_bytes), hccl.name)
+            self._reducing = _Program(reduced, self._state, self.session_settings)
+        return self._reducing
+
     def _call(self, user_inputs):
-        program = self._program()
+        reducing = self._reduced_in_graph() if self.training else None
+        program = reducing or self._program()
         session = program.session_for(user_inputs)
         binding, held = program.bind(session, self._state, user_inputs)
         as_numpy = not all(isinstance(value, ort.OrtValue) for value in user_inputs)
@@ -310,19 +338,34 @@ class Module:
             held.append(seed)
             binding.bind_ortvalue_input(LOSS_SCALE, seed)
         session.run_with_iobinding(binding)
+        if reducing is not None:
+            assert self._data_parallel is not None and isinstance(self._gradients, DeviceBuffers)
+            self._data_parallel.wait_for_graph(self._gradients.memory.device_id)
         if scaler is not None:
             scaler.unscale(targets, seed, accumulate)
         if accumulate:
             self._accumulate()
         self._reset_pending = False
         self._computed = True
-        if self._data_parallel is not None and self._sync:
-            found = self._data_parallel.reduce_gradients(
-                self._gradients.host_arrays(), scaler.found_inf if scaler is not None else None
-            )
-            if scaler is not None:
-                scaler.found_inf = found
+        if reducing is not None:
+            # Summed in the graph; an inf or NaN of any rank is in every rank's sum, so each found it.
+            self._gradients.scale(1.0 / self._data_parallel.size)
+        elif self._data_parallel is not None and self._sync:
+            self._reduce(self._data_parallel, scaler)
         return program.results(self._state, binding, as_numpy)
+
+    def _reduce(self, parallel: DataParallel, scaler: LossScaler | None) -> None:
+        """The gradients averaged over the ranks, and the overflow flag shared: where the state
+        lives, device to device through HCCL on the NPU."""
+        if isinstance(self._gradients, DeviceBuffers):
+            flag = scaler.found_inf_value if scaler is not None else None
+            parallel.reduce_device_gradients(self._gradients, flag)
+            return
+        found = parallel.reduce_gradients(
+            self._gradients.host_arrays(), scaler.found_inf if scaler is not None else None
+        )
+        if scaler is not None:
+            scaler.found_inf = found
 
     def scale_grads(self, factor: float) -> None:
         """Multiplies every gradient by ``factor`` where it lies (1/N averages N accumulated

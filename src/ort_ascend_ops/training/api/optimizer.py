@@ -32,6 +32,7 @@ from ..optim import (
 )
 from .checkpoint_state import Buffers, OptimizerState
 from .data_parallel import DataParallel
+from .device_memory import DeviceMemory
 from .module import Module
 
 ZERO_STAGES = (0, 1)
@@ -79,6 +80,11 @@ class Optimizer:
         self._parallel = parallel
         self._owners = [0] * len(trained)  # the rank that updates each of them
         self._laid_out: Buffers | None = None  # ZeRO's parameters, laid out as their gradients
+        if zero and parallel is not None and isinstance(state.memory, DeviceMemory):
+            raise ValueError(
+                f"zero=1 on {state.memory.device}: ZeRO-1's shards on the NPU (HCCL's reduce-scatter and "
+                "all-gather) are not built yet; use zero=0 there"
+            )
         if zero and parallel is not None:
             shards = parallel.shard(module.gradients)
             self._owners = [shards.owners.get(p, 0) for p in trained]
@@ -129,6 +135,10 @@ class Optimizer:
         if not parallel.from_rank0(held, "rank 0's optimizer states"):
             return  # a fresh start: zeros everywhere
         what = "the optimizer states' scatter from rank 0"
+        if isinstance(memory, DeviceMemory):  # plain data parallel: ZeRO-1 is refused on the NPU
+            states = [values[s][p] for s in self.options.states for p in self._trained]
+            parallel.broadcast_device(states, memory.device_id, what)
+            return
         for s in self.options.states:
             for p, owner in zip(self._trained, self._owners, strict=True):
                 if not self.zero:

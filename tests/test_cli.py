@@ -109,6 +109,19 @@ def test_bench_npu_step_names_what_it_needs(capsys):
     assert "--threads does not apply to npu_step" in capsys.readouterr().err
 
 
+def test_bench_data_parallel_on_npus_names_what_it_needs(capsys):
+    """``training_step --nproc N --device npu`` without the CANN EP (this venv) exits 2 naming it;
+    ``--device`` without ``--nproc`` is refused naming the option (docs/PERFORMANCE.md has the
+    figures of a run on the emulator, which takes minutes)."""
+    from ort_ascend_ops import aclnn_emulator
+
+    if not aclnn_emulator.through_cann_ep():
+        assert main(["bench", "training_step", "byte_llama", "--nproc", "2", "--device", "npu"]) == 2
+        assert "--device npu needs onnxruntime-cann's CANNExecutionProvider" in capsys.readouterr().err
+    assert main(["bench", "training_step", "--device", "npu"]) == 2
+    assert "--device does not apply to training_step" in capsys.readouterr().err
+
+
 def test_quick_bench_charts_the_roofline(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "bench.png"

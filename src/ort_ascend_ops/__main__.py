@@ -54,6 +54,10 @@ def _bench(args: argparse.Namespace) -> int:
         from .bench import data_parallel, training_step
 
         steps, warmup = (3, 1) if args.quick else (args.repeats, 2)
+        if args.nproc and args.device == "npu":
+            from .bench import data_parallel_npu
+
+            return data_parallel_npu.main(names, args.nproc, steps, warmup, command, args.json, args.markdown)
         if args.nproc:
             return data_parallel.main(names, args.nproc, steps, warmup, command, args.json, args.markdown)
         precisions = args.precision or ["fp32"]
@@ -203,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
         type=bench_options.counts,
         help="training_step: comma-separated process counts, each at least 1 (1,2): data parallel under "
         "torchrun, ours (with and without ZeRO-1) against PyTorch DDP (with and without ZeroRedundancyOptimizer)",
+    )
+    bench.add_argument(
+        "--device",
+        choices=["cpu", "npu"],
+        help="training_step --nproc: npu runs ours alone on NPUs (rank r on npu:LOCAL_RANK, HCCL in the "
+        "graph; the emulated CANN runtime counts HCCL's calls and bytes and the bus); cpu (the default) "
+        "the engines over gloo",
     )
     bench.add_argument(
         "--png",

@@ -19,6 +19,7 @@ READ_BY = {
     "peer_venv": {"training_step"},
     "precision": {"training_step", "npu_step"},
     "nproc": {"nproc"},
+    "device": {"nproc"},
 }
 RUNS = {
     "ops": "the per-op benchmarks",

@@ -141,14 +141,16 @@ class _Ours:
         optimizer_options=None,
         zero: int = 0,
         process_group=None,
+        device: str = "cpu",
     ):
         from ..training.api import CheckpointState, Module, Optimizer
 
         self.ids = ids
-        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        state = CheckpointState.load_checkpoint(paths["checkpoint"], device=device)
         self.module = Module(
             paths["training"],
             state,
+            device=device,
             threads=threads,
             native=native,
             session_options=options,

@@ -165,11 +165,6 @@ def _check_device(settings: Settings, parallel: DataParallel | None) -> None:
             f"--device {settings.device} under torchrun would put every rank on one NPU: pass --device npu "
             "and rank r takes npu:LOCAL_RANK, as torch_npu's ranks do"
         )
-    if parallel is not None and settings.zero:
-        raise SettingsError(
-            "--zero 1 with --device npu: ZeRO-1's shards on the NPU are not built yet; train without "
-            "--zero on the NPUs, or with it on the CPU"
-        )
     device = _rank_device(settings, parallel)
     try:
         DeviceMemory(device).check()

@@ -81,8 +81,8 @@ class HostMemory:
     def write(self, value: ort.OrtValue, array: np.ndarray) -> None:
         np.copyto(self.view(value), array)
 
-    def buffers(self, like: Mapping[str, ort.OrtValue]) -> Buffers:
-        return Buffers(self, like)
+    def buffers(self, like: Mapping[str, ort.OrtValue], slots: Slots | None = None) -> Buffers:
+        return Buffers(self, like, slots)
 
 
 HOST = HostMemory()
@@ -106,23 +106,43 @@ def _strings(array: np.ndarray) -> ort.OrtValue:
     return binding.get_outputs()[0]
 
 
+@dataclasses.dataclass(frozen=True)
+class Slots:
+    """ZeRO stage 1's layout on the NPU: each rank's parameters (``owners``) in a slot of its own of
+    every buffer, all slots of one length, so that HCCL's reduce-scatter and all-gather, which move
+    equal blocks, move each rank's run."""
+
+    owners: Mapping[str, int]
+    ranks: int
+
+
 def laid_out(
-    like: Mapping[str, ort.OrtValue],
+    like: Mapping[str, ort.OrtValue], slots: Slots | None = None
 ) -> Iterator[tuple[np.dtype, int, dict[str, tuple[int, list[int]]]]]:
     """``like``'s values grouped by element type, each group end to end in one buffer with every
-    value starting on ALIGN bytes: per type, its dtype, the buffer's length in elements, and each
-    name's first element and shape (host and device buffers alike)."""
+    value starting on ALIGN bytes (with ``slots``: in its owner's slot, each slot as long as the
+    longest): per type, its dtype, the buffer's length in elements, and each name's first element
+    and shape (host and device buffers alike)."""
     by_type: dict[np.dtype, list[str]] = {}
     for name, value in like.items():
         by_type.setdefault(dtype_of(value), []).append(name)
     for dtype, names in by_type.items():
         step = ALIGN // dtype.itemsize
-        spans, length = {}, 0
-        for name in names:
-            shape = list(like[name].shape())
-            spans[name] = (length, shape)
-            length += -(-int(np.prod(shape, dtype=np.int64)) // step) * step
-        yield dtype, length, spans
+        runs = [[n for n in names if slots.owners[n] == r] for r in range(slots.ranks)] if slots else [names]
+        spans, lengths = {}, []
+        for run in runs:
+            length = 0
+            for name in run:
+                shape = list(like[name].shape())
+                spans[name] = (length, shape)
+                length += -(-int(np.prod(shape, dtype=np.int64)) // step) * step
+            lengths.append(length)
+        slot = max(lengths)
+        for r, run in enumerate(runs):
+            for name in run:
+                start, shape = spans[name]
+                spans[name] = (r * slot + start, shape)
+        yield dtype, slot * len(runs), spans
 
 
 class Buffers:
@@ -132,13 +152,14 @@ class Buffers:
     test, accumulation, a collective) is one node or call per element type. ``spans``: where each
     view lies, as (buffer index, first element, element count)."""
 
-    def __init__(self, memory: HostMemory, like: Mapping[str, ort.OrtValue]):
+    def __init__(self, memory: HostMemory, like: Mapping[str, ort.OrtValue], slots: Slots | None = None):
         self.memory = memory
+        self.slots = slots
         self.views: dict[str, ort.OrtValue] = {}
         self.spans: dict[str, tuple[int, int, int]] = {}
         self.flat: list[ort.OrtValue] = []
         self._arrays: list[np.ndarray] = []
-        for dtype, length, spans in laid_out(like):
+        for dtype, length, spans in laid_out(like, slots):
             step = ALIGN // dtype.itemsize
             raw = np.zeros(length + step, dtype)
             skip = (-raw.ctypes.data % ALIGN) // dtype.itemsize
@@ -384,10 +405,10 @@ class CheckpointState:
             states[s].update(values)
         self.memory = memory
 
-    def attach_gradients(self, names: Iterable[str]) -> Buffers:
-        """Zeroed gradients for ``names``, laid out in one buffer per element type, each becoming
-        its parameter's ``grad``."""
-        gradients = self.memory.buffers({n: self.parameters[n].value for n in names})
+    def attach_gradients(self, names: Iterable[str], slots: Slots | None = None) -> Buffers:
+        """Zeroed gradients for ``names``, laid out in one buffer per element type (in ``slots``
+        where given), each becoming its parameter's ``grad``."""
+        gradients = self.memory.buffers({n: self.parameters[n].value for n in names}, slots)
         for name, view in gradients.views.items():
             self.parameters[name]._grad = view
         return gradients
@@ -395,7 +416,7 @@ class CheckpointState:
     def lay_out_parameters_as(self, gradients: Buffers) -> Buffers:
         """Moves the parameters of ``gradients`` into buffers laid out as those gradients (so that
         one rank's run of them is one collective under ZeRO stage 1); returns the buffers."""
-        laid_out = self.memory.buffers(gradients.views)
+        laid_out = self.memory.buffers(gradients.views, gradients.slots)
         laid_out.copy_from({n: self.parameters[n].value for n in laid_out.views})
         for name, view in laid_out.views.items():
             self.parameters[name]._value = view

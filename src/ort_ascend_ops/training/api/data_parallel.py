@@ -112,7 +112,13 @@ class Shards:
     @classmethod
     def of(cls, buffers: Buffers, ranks: int) -> Shards:
         """Each buffer cut at parameter boundaries into ``ranks`` runs of about equal size: a
-        parameter goes to the rank whose 1/N of the buffer holds its first element."""
+        parameter goes to the rank whose 1/N of the buffer holds its first element. Buffers laid
+        out in ``Slots`` (the NPU's) are cut at their slots."""
+        if buffers.slots is not None:
+            sizes = [int(np.prod(flat.shape(), dtype=np.int64)) for flat in buffers.flat]
+            return cls(
+                [[n * r // ranks for r in range(ranks + 1)] for n in sizes], dict(buffers.slots.owners)
+            )
         owners: dict[str, int] = {}
         bounds = []
         for index, flat in enumerate(buffers.flat):
@@ -240,19 +246,34 @@ class DataParallel:
         def queue(hccl: Communicator) -> None:
             if found_inf is not None:
                 hccl.all_reduce([found_inf], "max")
-            hccl.all_reduce(gradients.flat)
+            if self.shards is None:
+                hccl.all_reduce(gradients.flat)
+            else:
+                hccl.reduce_scatter(gradients.flat)
 
-        self._on_device("the gradients' all-reduce", memory.device_id, queue)
+        what = "the gradients' " + ("all-reduce" if self.shards is None else "reduce-scatter")
+        self._on_device(what, memory.device_id, queue)
         gradients.scale(1.0 / self.size)
+
+    def all_gather_device(self, parameters: DeviceBuffers) -> None:
+        """ZeRO stage 1's all-gather on the NPU: each rank's slot of the parameters' buffers (laid
+        out in ``Slots``) to every rank."""
+        self._on_device(
+            "the parameters' all-gather",
+            parameters.memory.device_id,
+            lambda hccl: hccl.all_gather(parameters.flat),
+        )
 
     def wait_for_graph(self, device_id: int) -> None:
         """After a training run whose graph all-reduced the gradients (``gradient_buckets``): waits
         for the communicator's stream, whose time is what the backward did not hide."""
         self._on_device("the gradients' all-reduce in the backward", device_id, lambda hccl: None)
 
-    def broadcast_device(self, values: Sequence[ort.OrtValue], device_id: int, what: str) -> None:
-        """Each device value overwritten, on every rank, by rank 0's."""
-        self._on_device(what, device_id, lambda hccl: hccl.broadcast(values, 0))
+    def broadcast_device(
+        self, values: Sequence[ort.OrtValue], device_id: int, what: str, root: int = 0
+    ) -> None:
+        """Each device value overwritten, on every rank, by rank ``root``'s."""
+        self._on_device(what, device_id, lambda hccl: hccl.broadcast(values, self._global(root)))
 
     def _run(self, what: str, collectives: Iterable[_Launched]) -> None:
         """Launches ``collectives`` (each drawn from the iterable launches one) with at most

@@ -29,7 +29,7 @@ from ... import aclnn_emulator
 from ...opschema import elem_type
 from ...runtime import ascend_providers, check_device, device_providers, make_session
 from ..checkpoint import Deferred
-from .checkpoint_state import HOST, dtype_of, laid_out
+from .checkpoint_state import HOST, Slots, dtype_of, laid_out
 
 
 def _identity(element: int) -> onnx.ModelProto:
@@ -213,8 +213,8 @@ class DeviceMemory:
     def write(self, value: ort.OrtValue, array: np.ndarray) -> None:
         self.copy_into(HOST.wrap(np.ascontiguousarray(array)), value)
 
-    def buffers(self, like: Mapping[str, ort.OrtValue]) -> DeviceBuffers:
-        return DeviceBuffers(self, like)
+    def buffers(self, like: Mapping[str, ort.OrtValue], slots: Slots | None = None) -> DeviceBuffers:
+        return DeviceBuffers(self, like, slots)
 
     def views(
         self, flat: ort.OrtValue, spans: Mapping[str, tuple[int, list[int]]]
@@ -249,12 +249,13 @@ class DeviceBuffers:
     """``Buffers`` in device memory: one flat buffer per element type, each view an OrtValue over
     its span of it (``views``, ``spans``, ``flat`` as the host's)."""
 
-    def __init__(self, memory: DeviceMemory, like: Mapping[str, ort.OrtValue]):
+    def __init__(self, memory: DeviceMemory, like: Mapping[str, ort.OrtValue], slots: Slots | None = None):
         self.memory = memory
+        self.slots = slots
         self.views: dict[str, ort.OrtValue] = {}
         self.spans: dict[str, tuple[int, int, int]] = {}
         self.flat: list[ort.OrtValue] = []
-        for dtype, length, spans in laid_out(like):
+        for dtype, length, spans in laid_out(like, slots):
             flat = memory.zeros([max(length, 1)], dtype)
             self.flat.append(flat)
             self.views |= memory.views(flat, spans)

@@ -119,6 +119,36 @@ class Communicator:
                     "HcclAllReduce",
                 )
 
+    def reduce_scatter(self, values: Sequence[ort.OrtValue]) -> None:
+        """Each 1-D device value, cut into ``size`` equal blocks, gets in this rank's block the sum
+        over the ranks of that block (queued; the other blocks keep this rank's values)."""
+        for value in values:
+            pointer, count, dtype = self._buffer(value)
+            block = count.value // self.size
+            if block:
+                mine = ctypes.c_void_p(value.data_ptr() + self.rank * block * dtype_of(value).itemsize)
+                self._check(
+                    self._hccl.HcclReduceScatter(
+                        pointer, mine, ctypes.c_uint64(block), dtype, OPS["sum"], self._comm, self._stream
+                    ),
+                    "HcclReduceScatter",
+                )
+
+    def all_gather(self, values: Sequence[ort.OrtValue]) -> None:
+        """Each 1-D device value, cut into ``size`` equal blocks, gets every rank's own block
+        (queued)."""
+        for value in values:
+            pointer, count, dtype = self._buffer(value)
+            block = count.value // self.size
+            if block:
+                mine = ctypes.c_void_p(value.data_ptr() + self.rank * block * dtype_of(value).itemsize)
+                self._check(
+                    self._hccl.HcclAllGather(
+                        mine, pointer, ctypes.c_uint64(block), dtype, self._comm, self._stream
+                    ),
+                    "HcclAllGather",
+                )
+
     def broadcast(self, values: Sequence[ort.OrtValue], root: int) -> None:
         """Each device value overwritten by rank ``root``'s (queued)."""
         for value in values:

@@ -21,7 +21,7 @@ from ...runtime import ortvalue_type
 from ..artifacts import pruned
 from ..gradient_buckets import buckets, gradient_sizes, with_all_reduce
 from ..precision import LOSS_SCALE
-from .checkpoint_state import Buffers, CheckpointState
+from .checkpoint_state import Buffers, CheckpointState, Slots
 from .data_parallel import DataParallel, versions
 from .device_memory import DeviceBuffers, DeviceMemory
 from .loss_scaler import LossScaler
@@ -225,6 +225,13 @@ class Module:
         """The gradients of the trained parameters, as views of one buffer per element type."""
         return self._gradients
 
+    def lay_out_gradients(self, slots: Slots) -> Buffers:
+        """The gradients moved into fresh zeroed buffers laid out in ``slots`` (ZeRO stage 1 on the
+        NPU, before the first step); returns them."""
+        self._gradients = self._state.attach_gradients(self._train.grads, slots)
+        self._scratch, self._adder, self._reducing = None, None, None
+        return self._gradients
+
     @property
     def trained(self) -> list[str]:
         """The parameters the training model differentiates, in its order."""
@@ -303,8 +310,8 @@ class Module:
         earlier micro-batches: the training program whose graph all-reduces the gradients in
         buckets as the backward makes them (``gradient_buckets``), made on first use."""
         parallel = self._data_parallel
-        if parallel is None or not self._sync or not self._reset_pending:
-            return None
+        if parallel is None or parallel.shards is not None or not self._sync or not self._reset_pending:
+            return None  # ZeRO stage 1 reduce-scatters after the run
         if not isinstance(self._gradients, DeviceBuffers):
             return None
         if self._reducing is None:
@@ -327,7 +334,7 @@ class Module:
             return program.results(self._state, binding, as_numpy)
         accumulate = not self._reset_pending
         if accumulate and self._scratch is None:
-            self._scratch = self._state.memory.buffers(self._gradients.views)
+            self._scratch = self._state.memory.buffers(self._gradients.views, self._gradients.slots)
         targets = self._scratch if accumulate else self._gradients
         assert targets is not None
         for p, grad in program.grads.items():

@@ -30,9 +30,9 @@ from ..optim import (
     state_name,
     updated,
 )
-from .checkpoint_state import Buffers, OptimizerState
-from .data_parallel import DataParallel
-from .device_memory import DeviceMemory
+from .checkpoint_state import Buffers, OptimizerState, Slots
+from .data_parallel import DataParallel, Shards
+from .device_memory import DeviceBuffers, DeviceMemory
 from .module import Module
 
 ZERO_STAGES = (0, 1)
@@ -80,12 +80,10 @@ class Optimizer:
         self._parallel = parallel
         self._owners = [0] * len(trained)  # the rank that updates each of them
         self._laid_out: Buffers | None = None  # ZeRO's parameters, laid out as their gradients
-        if zero and parallel is not None and isinstance(state.memory, DeviceMemory):
-            raise ValueError(
-                f"zero=1 on {state.memory.device}: ZeRO-1's shards on the NPU (HCCL's reduce-scatter and "
-                "all-gather) are not built yet; use zero=0 there"
-            )
         if zero and parallel is not None:
+            if isinstance(state.memory, DeviceMemory):  # HCCL moves equal blocks: a slot per rank
+                owners = Shards.of(module.gradients, parallel.size).owners
+                module.lay_out_gradients(Slots(owners, parallel.size))
             shards = parallel.shard(module.gradients)
             self._owners = [shards.owners.get(p, 0) for p in trained]
             self._laid_out = state.lay_out_parameters_as(module.gradients)
@@ -135,9 +133,8 @@ class Optimizer:
         if not parallel.from_rank0(held, "rank 0's optimizer states"):
             return  # a fresh start: zeros everywhere
         what = "the optimizer states' scatter from rank 0"
-        if isinstance(memory, DeviceMemory):  # plain data parallel: ZeRO-1 is refused on the NPU
-            states = [values[s][p] for s in self.options.states for p in self._trained]
-            parallel.broadcast_device(states, memory.device_id, what)
+        if isinstance(memory, DeviceMemory):
+            self._states_from_rank0_on_device(parallel, memory, what)
             return
         for s in self.options.states:
             for p, owner in zip(self._trained, self._owners, strict=True):
@@ -147,6 +144,20 @@ class Optimizer:
                     parallel.send_to(memory.view(values[s].pop(p)), owner, what)
                 elif owner != 0 and parallel.rank == owner:
                     parallel.receive_from(memory.view(values[s][p]), 0, what)
+
+    def _states_from_rank0_on_device(self, parallel: DataParallel, memory: DeviceMemory, what: str) -> None:
+        """``_states_from_rank0`` through HCCL, whose broadcast every rank joins: a rank that
+        neither sends nor keeps a state receives it into scratch it then drops."""
+        values = self._scalars.values
+        for s in self.options.states:
+            for p, owner in zip(self._trained, self._owners, strict=True):
+                if self.zero and owner == 0:
+                    continue  # rank 0 holds it already
+                mine = parallel.rank == 0 or parallel.rank == owner or not self.zero
+                target = values[s][p] if mine else memory.zeros_like(self._state.parameters[p].value)
+                parallel.broadcast_device([target], memory.device_id, what)
+                if self.zero and parallel.rank == 0:
+                    del values[s][p]
 
     @property
     def owned(self) -> list[str]:
@@ -170,11 +181,17 @@ class Optimizer:
             for p, owner in zip(self._trained, self._owners, strict=True):
                 if owner == 0:
                     continue
-                if parallel.rank == owner:
+                if isinstance(memory, DeviceMemory):  # HCCL's broadcast from the owner, every rank joining
+                    mine = parallel.rank == owner
+                    target = values[s][p] if mine else memory.zeros_like(parameters[p].value)
+                    parallel.broadcast_device([target], memory.device_id, what, root=owner)
+                elif parallel.rank == owner:
                     parallel.send_to(memory.view(values[s][p]), 0, what)
                 elif parallel.rank == 0:
-                    values[s][p] = memory.zeros_like(parameters[p].value)
-                    parallel.receive_from(memory.view(values[s][p]), owner, what)
+                    target = memory.zeros_like(parameters[p].value)
+                    parallel.receive_from(memory.view(target), owner, what)
+                if parallel.rank == 0:
+                    values[s][p] = target
                     gathered.append((s, p))
         try:
             yield
@@ -238,7 +255,10 @@ class Optimizer:
                 self._update_own()
         if self._laid_out is not None:  # set under ZeRO stage 1 alone
             assert self._parallel is not None
-            self._parallel.all_gather(self._laid_out.host_arrays())
+            if isinstance(self._laid_out, DeviceBuffers):
+                self._parallel.all_gather_device(self._laid_out)
+            else:
+                self._parallel.all_gather(self._laid_out.host_arrays())
         self._scalars.step += 1
         if scaler is not None:
             scaler.update()

@@ -200,9 +200,11 @@ class DeviceMemory:
                 "was updated: the parameters and optimizer states are as they were"
             ) from None
 
-    def readable(self, value: ort.OrtValue) -> Deferred:
+    def readable(self, value: ort.OrtValue | Deferred) -> Deferred:
         """The value for a save: read from the device when the file reaches it, one tensor at a
-        time (``checkpoint.Deferred``)."""
+        time (``checkpoint.Deferred``; one already, as ZeRO-1's gathered states are, as it is)."""
+        if isinstance(value, Deferred):
+            return value
         return Deferred(tuple(value.shape()), dtype_of(value), lambda: self.read(value))
 
     def view(self, value: ort.OrtValue) -> np.ndarray:

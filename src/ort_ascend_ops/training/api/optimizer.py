@@ -10,6 +10,7 @@ twice its size."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import onnx
 import onnxruntime as ort
 
 from ...autodiff import grad_name
+from ..checkpoint import Deferred
 from ..optim import (
     LEARNING_RATE,
     OWN_BUFFERS,
@@ -30,7 +32,7 @@ from ..optim import (
     state_name,
     updated,
 )
-from .checkpoint_state import Buffers, OptimizerState, Slots
+from .checkpoint_state import Buffers, OptimizerState, Slots, dtype_of
 from .data_parallel import DataParallel, Shards
 from .device_memory import DeviceBuffers, DeviceMemory
 from .module import Module
@@ -175,24 +177,23 @@ class Optimizer:
             yield
             return
         values, memory, parameters = self._scalars.values, self._state.memory, self._state.parameters
-        gathered = []
         what = "the optimizer states' gather to rank 0"
-        for s in self.options.states:
-            for p, owner in zip(self._trained, self._owners, strict=True):
-                if owner == 0:
-                    continue
-                if isinstance(memory, DeviceMemory):  # HCCL's broadcast from the owner, every rank joining
-                    mine = parallel.rank == owner
-                    target = values[s][p] if mine else memory.zeros_like(parameters[p].value)
-                    parallel.broadcast_device([target], memory.device_id, what, root=owner)
-                elif parallel.rank == owner:
-                    parallel.send_to(memory.view(values[s][p]), 0, what)
-                elif parallel.rank == 0:
-                    target = memory.zeros_like(parameters[p].value)
-                    parallel.receive_from(memory.view(target), owner, what)
-                if parallel.rank == 0:
-                    values[s][p] = target
-                    gathered.append((s, p))
+        others = [
+            (s, p, o) for s in self.options.states for p, o in zip(self._trained, self._owners, strict=True)
+        ]
+        others = [(s, p, o) for s, p, o in others if o != 0]
+        if isinstance(memory, DeviceMemory):
+            with _streamed(parallel, memory, parameters, values, others, what):
+                yield
+            return
+        gathered = []
+        for s, p, owner in others:
+            if parallel.rank == owner:
+                parallel.send_to(memory.view(values[s][p]), 0, what)
+            elif parallel.rank == 0:
+                values[s][p] = memory.zeros_like(parameters[p].value)
+                parallel.receive_from(memory.view(values[s][p]), owner, what)
+                gathered.append((s, p))
         try:
             yield
         finally:
@@ -315,3 +316,46 @@ class Optimizer:
         if (name, of_state) not in self._spare:
             self._spare[(name, of_state)] = self._state.memory.zeros_like(like)
         return self._spare[(name, of_state)]
+
+
+@contextlib.contextmanager
+def _streamed(parallel: DataParallel, memory: DeviceMemory, parameters, values, others, what: str):
+    """``Optimizer.consolidated`` on NPUs: the states of ranks other than 0 (``others``: state,
+    parameter, owner) come to rank 0 one at a time, each an HCCL broadcast from its owner that every
+    rank joins in the order of the file (the checkpoint's sorted names), when rank 0's save reads it
+    (``Deferred``): rank 0's device holds one of them at a time, and its host only those read ahead
+    of the file's order. The other ranks join every broadcast on entering; rank 0 runs those its
+    save did not read on leaving. Inside, rank 0 may save and nothing else collective."""
+    pending = collections.deque(sorted(others, key=lambda t: f"{t[0]}/{t[1]}"))
+    ahead: dict[tuple[str, str], np.ndarray] = {}
+
+    def next_one() -> None:
+        s, p, owner = pending.popleft()
+        target = values[s][p] if parallel.rank == owner else memory.zeros_like(parameters[p].value)
+        parallel.broadcast_device([target], memory.device_id, what, root=owner)
+        if parallel.rank == 0:
+            ahead[(s, p)] = memory.read(target)
+
+    def deferred(s: str, p: str) -> Deferred:
+        def read() -> np.ndarray:
+            while (s, p) not in ahead:
+                next_one()
+            return ahead.pop((s, p))
+
+        like = parameters[p].value
+        return Deferred(tuple(like.shape()), dtype_of(like), read)
+
+    if parallel.rank != 0:
+        while pending:
+            next_one()
+        yield
+        return
+    for s, p, _ in others:
+        values[s][p] = deferred(s, p)
+    try:
+        yield
+    finally:
+        while pending:
+            next_one()
+        for s, p, _ in others:
+            del values[s][p]

@@ -16,7 +16,7 @@ from ort_ascend_ops.training.api import data_parallel
 pytest.importorskip("torch")
 import data_parallel_checks as checks  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
+needs_cann_ep = pytest.mark.skipif(
     not aclnn_emulator.through_cann_ep(), reason="needs onnxruntime-cann (.ci/cann-ep)"
 )
 # checks.RUN's window (32): at 16 tokens, fp16-mixed's first step overflows in one process of 4 rows
@@ -36,6 +36,7 @@ def _environment(devices: int, tmp_path=None) -> dict:
     return audit | {"ACLEMU_DEVICE_COUNT": str(devices)}
 
 
+@needs_cann_ep
 @pytest.mark.parametrize("case", CASES)
 def test_two_npus_equal_one_with_twice_the_batch_cann_ep(case, tmp_path):
     precision, extra = CASES[case]
@@ -66,6 +67,7 @@ def test_two_npus_equal_one_with_twice_the_batch_cann_ep(case, tmp_path):
     assert sum(int(b.replace(",", "")) for b in bus.groups()) <= 2 * batch + 4096, bus[0]
 
 
+@needs_cann_ep
 def test_a_rank_device_other_than_npu_is_refused_under_torchrun_cann_ep(tmp_path):
     result = checks.torchrun(
         *checks.RUN, "--device", "npu:0", "--steps", "1", "--batch", "2",
@@ -75,6 +77,7 @@ def test_a_rank_device_other_than_npu_is_refused_under_torchrun_cann_ep(tmp_path
     assert "--device npu:0 under torchrun would put every rank on one NPU" in result.stderr, result.stderr
 
 
+@needs_cann_ep
 def test_two_ranks_on_one_emulated_device_are_refused_naming_it_cann_ep(tmp_path):
     """With one device emulated, rank 1's npu:1 is not there: an error naming it, on every rank."""
     result = checks.torchrun(
@@ -85,6 +88,7 @@ def test_two_ranks_on_one_emulated_device_are_refused_naming_it_cann_ep(tmp_path
     assert "npu:1" in result.stderr, result.stderr[-3000:]
 
 
+@needs_cann_ep
 def test_each_bucket_is_all_reduced_as_the_backward_makes_it_and_sums_as_between_runs_cann_ep(tmp_path):
     """``hccl_overlap_ranks.py``: the gradients all-reduced in the graph equal, bit for bit, the
     local ones all-reduced after the run; ONNX Runtime runs the buckets' all-reduce nodes in
@@ -105,6 +109,7 @@ def test_each_bucket_is_all_reduced_as_the_backward_makes_it_and_sums_as_between
 SHORT = [*checks.RUN, *NPU, "--save-every", "5", "--eval-every", "100", "--batch", "2"]
 
 
+@needs_cann_ep
 def test_a_killed_rank_makes_the_survivor_fail_naming_it_cann_ep(tmp_path):
     """Rank 1 killed mid-run: rank 0's HCCL all-reduce fails (the emulator sees its peer gone, as
     HCCL's link does, or its execution timeout ends), and the roll call names the lost rank."""
@@ -125,6 +130,7 @@ def test_a_killed_rank_makes_the_survivor_fail_naming_it_cann_ep(tmp_path):
     assert waited < 30 + data_parallel.ROLL_CALL_SECONDS + 30, waited
 
 
+@needs_cann_ep
 def test_a_killed_rank_is_restarted_by_torchrun_and_ends_as_an_uninterrupted_run_cann_ep(tmp_path):
     import signal
     import subprocess
@@ -159,6 +165,7 @@ def test_a_killed_rank_is_restarted_by_torchrun_and_ends_as_an_uninterrupted_run
     assert checks.losses(out) == checks.losses(clean)
 
 
+@needs_cann_ep
 @pytest.mark.parametrize("first, then", [(2, 1), (1, 2)], ids=["2-to-1", "1-to-2"])
 def test_a_zero1_checkpoint_resumes_on_another_number_of_npus_cann_ep(first, then, tmp_path):
     """ZeRO-1's states gathered to rank 0 for the save (HCCL's broadcast from each owner) and
@@ -179,3 +186,35 @@ def test_a_zero1_checkpoint_resumes_on_another_number_of_npus_cann_ep(first, the
     out = run(first, 3, tmp_path / "out")
     run(then, 6, out, "--resume")
     checks.assert_same_run(out, reference)
+
+
+_INIT_ALONE = """
+import sys
+from ort_ascend_ops import aclnn_emulator
+from ort_ascend_ops.training.api.hccl import Communicator, HcclError
+
+class Store:  # torch.distributed's store as the communicator uses it: rank 0 sets, others get
+    def set(self, key, value):
+        self.value = value
+
+aclnn_emulator.activate()
+store = Store()
+try:
+    Communicator(store, "root", 0, 2, 0, timeout_seconds=1)
+except HcclError as error:
+    print(error)
+    sys.exit(3)
+"""
+
+
+def test_an_hccl_initialisation_failure_names_the_rank_and_the_call(tmp_path):
+    """Rank 0 of 2 alone (rank 1 never comes): HCCL's connect timeout, set from the group's,
+    ends the wait with an error naming the call, the rank and the rank that did not arrive; run
+    with the plain onnxruntime too (the communicator needs no execution provider)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _INIT_ALONE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr[-3000:]
+    said = done.stdout
+    assert "HcclCommInitRootInfo (rank 0 of 2, device 0) failed" in said and "rank 1" in said, said

@@ -11,6 +11,13 @@ are under way at a time (``IN_FLIGHT``), so that averaging one overlaps the next
 ONNX Runtime runs the backward as one call, so the transfer cannot start before the last gradient
 exists, as DDP's does during its backward.
 
+On NPUs (a state in ``DeviceMemory``) the collectives are HCCL's (``hccl.Communicator``), device
+to device, the communicator bootstrapped through torch.distributed's store: the gradients are
+all-reduced inside the training graph as the backward makes them (``gradient_buckets``; the module
+waits for the communicator's stream after the run), or after the run where a step accumulates
+micro-batches or ZeRO-1 reduce-scatters; gloo then carries only control (the settings check, the
+losses shown, the roll call).
+
 ZeRO stage 1 (``Shards``) splits each gradient buffer into one contiguous run of parameters per
 rank: the gradients are reduce-scattered (each rank receives the mean of its run only), each
 rank updates its run's parameters and holds their optimizer states, and the parameters are then
@@ -57,6 +64,7 @@ _Launched = tuple[object, Callable[[], object] | None]
 _log = logging.getLogger(__name__)
 _said_default_group = False
 _communicators = 0
+_opened: list[Communicator] = []  # destroyed by leave()
 
 
 class RankLostError(RuntimeError):
@@ -218,6 +226,7 @@ class DataParallel:
             key = f"ort_ascend_ops/hccl/{self.launch.restarts}/{_communicators}"
             try:
                 self._hccl = Communicator(store, key, self.rank, self.size, device_id, self.timeout_seconds)
+                _opened.append(self._hccl)
             except (HcclError, RuntimeError) as error:  # the store's timeout too
                 raise RankLostError(
                     f"data parallel: rank {self.rank} of {self.size} could not join the HCCL communicator "
@@ -540,7 +549,10 @@ def versions() -> dict[str, str]:
 
 
 def leave() -> None:
-    """Ends the process group ``join`` began (torch warns at exit otherwise)."""
+    """Ends the process group ``join`` began (torch warns at exit otherwise), and the HCCL
+    communicators made over it."""
+    while _opened:
+        _opened.pop().close()
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()

@@ -60,6 +60,10 @@ ALLOWED_GLOBALS = {
     # The device copies of the host scalars and constants aclnn nodes share (aclnn/uploads.cc): one
     # cache per process, behind its mutex, its slots per device and stream.
     r"(guard variable for )?oao::uploads::\(anonymous namespace\)::state\(\)::s",
+    # The HCCL communicators the training API registered for the graph's all-reduce nodes
+    # (aclnn/hccl.cc): one registry per process, behind its mutex, set between runs.
+    r"(guard variable for )?oao::hccl::\(anonymous namespace\)::registry\(\)::groups",
+    r"(guard variable for )?oao::hccl::\(anonymous namespace\)::registry_mutex\(\)::mu",
     # ORT's C++ API: the OrtApi table the library was registered with.
     r"Ort::Global<void>::api_",
 }

@@ -571,14 +571,3 @@ def test_train_names_a_device_it_cannot_reach_cann_ep(tmp_path, capsys):
     assert code == 2
     assert f"--device {device}: device '{device}'" in said, said
     assert not (tmp_path / "run").exists()
-
-
-def test_train_refuses_npus_under_torchrun_for_now_cann_ep():
-    """Many processes on NPUs need HCCL (issue 48): ``--device npu`` under torchrun is refused
-    before any work, naming the option."""
-    from ort_ascend_ops.trainer.loop import _check_device
-    from ort_ascend_ops.trainer.settings import Settings, SettingsError
-
-    settings = Settings(model=str(BYTE_LLAMA), device="npu")
-    with pytest.raises(SettingsError, match="--device npu under torchrun: exchanging gradients between NPUs"):
-        _check_device(settings, parallel=object())

@@ -145,7 +145,7 @@ _STEP_PEAK = textwrap.dedent(
     ids=["adamw", "adamw-portable", "sgd-momentum", "sgd-momentum-portable"],
 )
 def test_a_step_in_place_allocates_nothing_of_the_parameters_size(optimizer, native, in_place, tmp_path):
-    n = 16 << 20  # 64 MiB a tensor: parameter, gradient and the states
+    n = 8 << 20  # 32 MiB a tensor: parameter, gradient and the states
     run = subprocess.run(
         [sys.executable, "-c", _STEP_PEAK, str(tmp_path), str(n), str(int(native)), optimizer],
         capture_output=True,

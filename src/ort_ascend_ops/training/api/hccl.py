@@ -119,17 +119,23 @@ class Communicator:
                     "HcclAllReduce",
                 )
 
+    def _blocks(self, value: ort.OrtValue) -> tuple[ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, int]:
+        """A 1-D device value cut into ``size`` equal blocks: its start, this rank's block, the
+        block's element count and the HCCL type."""
+        pointer, count, dtype = self._buffer(value)
+        block = count.value // self.size
+        mine = ctypes.c_void_p(value.data_ptr() + self.rank * block * dtype_of(value).itemsize)
+        return pointer, mine, ctypes.c_uint64(block), dtype
+
     def reduce_scatter(self, values: Sequence[ort.OrtValue]) -> None:
         """Each 1-D device value, cut into ``size`` equal blocks, gets in this rank's block the sum
         over the ranks of that block (queued; the other blocks keep this rank's values)."""
         for value in values:
-            pointer, count, dtype = self._buffer(value)
-            block = count.value // self.size
-            if block:
-                mine = ctypes.c_void_p(value.data_ptr() + self.rank * block * dtype_of(value).itemsize)
+            whole, mine, block, dtype = self._blocks(value)
+            if block.value:
                 self._check(
                     self._hccl.HcclReduceScatter(
-                        pointer, mine, ctypes.c_uint64(block), dtype, OPS["sum"], self._comm, self._stream
+                        whole, mine, block, dtype, OPS["sum"], self._comm, self._stream
                     ),
                     "HcclReduceScatter",
                 )
@@ -138,14 +144,10 @@ class Communicator:
         """Each 1-D device value, cut into ``size`` equal blocks, gets every rank's own block
         (queued)."""
         for value in values:
-            pointer, count, dtype = self._buffer(value)
-            block = count.value // self.size
-            if block:
-                mine = ctypes.c_void_p(value.data_ptr() + self.rank * block * dtype_of(value).itemsize)
+            whole, mine, block, dtype = self._blocks(value)
+            if block.value:
                 self._check(
-                    self._hccl.HcclAllGather(
-                        mine, pointer, ctypes.c_uint64(block), dtype, self._comm, self._stream
-                    ),
+                    self._hccl.HcclAllGather(mine, whole, block, dtype, self._comm, self._stream),
                     "HcclAllGather",
                 )
 

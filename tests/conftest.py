@@ -14,13 +14,13 @@ from ort_ascend_ops import aclnn_emulator
 # "nightly" (--hypothesis-profile=nightly) draws thousands of fresh cases per op and test.
 _FUZZ_HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 settings.register_profile(
-    "ci", max_examples=300, derandomize=True, database=None, deadline=None, suppress_health_check=_FUZZ_HEALTH
+    "ci", max_examples=200, derandomize=True, database=None, deadline=None, suppress_health_check=_FUZZ_HEALTH
 )
 settings.register_profile("nightly", max_examples=3000, deadline=None, suppress_health_check=_FUZZ_HEALTH)
-# .ci/sanitize: the first 100 cases of the same corpus, for memory errors (the suite checks all 300).
+# .ci/sanitize: the first 60 cases of the same corpus, for memory errors (the suite checks all 200).
 settings.register_profile(
     "sanitize",
-    max_examples=100,
+    max_examples=60,
     derandomize=True,
     database=None,
     deadline=None,

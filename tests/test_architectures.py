@@ -85,10 +85,13 @@ def padding_rows(model) -> dict[str, int]:
     }
 
 
-def worst_error(training, data, expected, rows, native) -> float:
-    """The worst relative error of the loss and of each parameter's gradient (and padding row)."""
+def outputs(training, data, native) -> dict:
     names = [o.name for o in training.graph.output]
-    results = dict(zip(names, make_session(training, native=native).run(data), strict=True))
+    return dict(zip(names, make_session(training, native=native).run(data), strict=True))
+
+
+def worst_error(results, expected, rows) -> float:
+    """The worst relative error of the loss and of each parameter's gradient (and padding row)."""
     errors = [relative_error(results["loss"], expected.pop("loss"))]
     for name, grad in expected.items():
         ours = results[f"{name}_grad"]
@@ -119,13 +122,15 @@ def torchs(model, data):
 
 
 def exported(arch, model):
-    """The row's export and training model: a dynamic row's batch and sequence dynamic."""
+    """The row's export: a dynamic row's batch and sequence dynamic."""
     data = torch_inputs(architectures.batch(arch))
     dims = {0: torch.export.Dim("batch"), 1: torch.export.Dim("sequence")}
     shapes = {name: dims for name in data} if arch.dynamic else None
-    return build_training_model(
-        export_torch(model, data, dynamic_shapes=shapes), "loss", [n for n, _ in model.named_parameters()]
-    )
+    return export_torch(model, data, dynamic_shapes=shapes)
+
+
+def trained(export, model, recompute="none"):
+    return build_training_model(export, "loss", [n for n, _ in model.named_parameters()], recompute=recompute)
 
 
 @pytest.mark.parametrize("arch", ROWS)
@@ -133,11 +138,13 @@ def test_trains_with_torchs_gradients(arch):
     model = architectures.language_model(arch)
     if arch.fails:
         with pytest.raises(GradientError, match=arch.fails) as refused:
-            exported(arch, model)
+            trained(exported(arch, model), model)
         print(f"matrix | {arch.name} | fails as recorded | {str(refused.value)[:80]}")
         return
-    training = exported(arch, model)
-    for size in (1, 3) if arch.dynamic else (2,):
+    export = exported(arch, model)
+    training = trained(export, model)
+    sizes = (1, 3) if arch.dynamic else (2,)
+    for size in sizes:
         data = architectures.batch(arch, size)
         expected, counts = torchs(model, data)
         ours = [n for n in training.graph.node if n.domain == "ort_ascend_ops" and n.op_type.endswith("Grad")]
@@ -147,10 +154,21 @@ def test_trains_with_torchs_gradients(arch):
         modes = {a.i for n in rotary for a in n.attribute if a.name == "mode"}
         assert counts["rotated"] == 0 or modes == {arch.rope_mode}
         rows = padding_rows(model)
-        errors = [worst_error(training, data, dict(expected), rows, native) for native in (True, False)]
+        results = {native: outputs(training, data, native) for native in (True, False)}
+        errors = [worst_error(results[native], dict(expected), rows) for native in (True, False)]
         # pytest -n 0 -s tests/test_architectures.py | grep matrix: the table of docs/PERFORMANCE.md.
         print(f"matrix | {arch.name} | batch {size} | {errors[0]:.1e} native, {errors[1]:.1e} portable")
         assert max(errors) < TOLERANCE, f"batch {size}: {errors[0]:.2e} native, {errors[1]:.2e} portable"
+    # Activation recompute: the same loss and gradients, bit for bit, on both paths.
+    for mode in ("selective", "full"):
+        recomputing = trained(export, model, mode)
+        assert any(n.name.endswith("/recomputed") for n in recomputing.graph.node), (
+            f"{mode}: nothing recomputed"
+        )
+        for native in (True, False):
+            again = outputs(recomputing, data, native)
+            differ = [n for n, v in results[native].items() if v.tobytes() != again[n].tobytes()]
+            assert not differ, f"recompute={mode}, native={native}: {differ} differ from recompute='none'"
 
 
 # qwen2_moe: a near-tie in layer 0's top-k routing goes another way here than in torch (our RmsNorm

@@ -461,3 +461,19 @@ def test_a_sequence_past_the_models_positions_is_refused(directory, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert f"--seq {positions + 1} is past them" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_recompute_and_the_loss_in_chunks_train_a_directory_as_without(directory, trained, tmp_path):
+    """The run of ``trained`` again with --recompute selective and the loss in chunks of 50 of
+    its 128 tokens: the same losses but for the order of the loss's sums."""
+    import csv
+
+    out = tmp_path / "run"
+    result = cli(*train_args(directory, out, "--recompute", "selective", "--loss-chunk-size", 50))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    def losses(run):
+        with open(run / "losses.csv", newline="") as f:
+            return np.float64([row["loss"] for row in csv.DictReader(f)])
+
+    assert np.allclose(losses(out), losses(trained[0]), rtol=1e-5, atol=0)

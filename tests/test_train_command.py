@@ -363,3 +363,24 @@ def test_a_diverging_fp32_run_stops_with_exit_code_1_and_keeps_its_checkpoint(tm
     assert result.returncode == 1, (result.returncode, result.stderr[-3000:])
     assert "Traceback" not in result.stderr and "at step" in result.stderr and "is intact" in result.stderr
     assert "the loss is nan" in result.stderr or "the loss is inf" in result.stderr
+
+
+def test_recompute_and_the_loss_in_chunks_train_as_without_and_a_resume_may_change_them(tmp_path):
+    """--recompute changes no number; --loss-chunk-size only the order of the loss's sums (the
+    committed export is dynamic: its shapes are fixed at --batch and --seq first); a resume may
+    switch either, and builds its artifacts again."""
+    plain, recomputing, chunked = (tmp_path / name for name in ("plain", "recomputing", "chunked"))
+    for out, extra in (
+        (plain, []),
+        (recomputing, ["--recompute", "full"]),
+        (chunked, ["--loss-chunk-size", "24"]),
+    ):
+        result = cli(MODEL, *RUN, "--steps", "3", "--out", out, *extra)
+        assert result.returncode == 0, result.stderr[-3000:]
+    losses = {out: [r["loss"] for r in rows(out)] for out in (plain, recomputing, chunked)}
+    assert losses[recomputing] == losses[plain]
+    assert np.allclose(np.float64(losses[chunked]), np.float64(losses[plain]), rtol=1e-5, atol=0)
+    resumed = cli(MODEL, *RUN, "--steps", "4", "--out", plain, "--resume", "--recompute", "selective")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    training = onnx.load(plain / "artifacts" / "training_model.onnx", load_external_data=False)
+    assert any(n.name.endswith("/recomputed") for n in training.graph.node)

@@ -571,3 +571,50 @@ def test_train_names_a_device_it_cannot_reach_cann_ep(tmp_path, capsys):
     assert code == 2
     assert f"--device {device}: device '{device}'" in said, said
     assert not (tmp_path / "run").exists()
+
+
+@needs_cann_ep
+def test_recompute_and_the_loss_in_chunks_run_on_the_npu_as_on_the_cpu_cann_ep(tmp_path):
+    """The byte Llama at a fixed [2, 16] with full recompute and the loss in chunks of 12 rows:
+    every node on the CANN EP, nothing over the bus but the batch and the loss, and the NPU's
+    gradients are the NPU's without recompute, bit for bit (our kernels and the emulator's are
+    deterministic), and the CPU's to float32's rounding."""
+    from ort_ascend_ops.cann_ep.placement import read_profile
+
+    model = onnx.load(BYTE_LLAMA)
+    for value in model.graph.input:
+        for dim, size in zip(value.type.tensor_type.shape.dim, (2, 16), strict=True):
+            dim.Clear()
+            dim.dim_value = size
+    ids = np.random.default_rng(1).integers(0, 256, (2, 16)).astype(np.int64)
+    aclnn_emulator.activate()
+    emulator = aclnn_emulator.control()
+
+    def gradients(device, **memory):
+        folder = tmp_path / f"{device}-{memory['recompute']}"
+        paths = generate_artifacts(model, optimizer=AdamW(), artifact_directory=folder, **memory)
+        options = training_session_options()
+        options.enable_profiling = device != "cpu"
+        options.profile_file_prefix = str(folder / "profile")
+        state = CheckpointState.load_checkpoint(paths["checkpoint"])
+        module = Module(paths["training"], state, device=device, session_options=options)
+        module(ids, ids)
+        emulator.aclemu_reset()
+        loss = float(module(ids, ids))
+        moved = sum(emulator.aclemu_copied_bytes(d.encode()) for d in ("H2D", "D2H"))
+        grads = {n: np.array(p.grad) for n, p in state.parameters.items()}
+        if device != "cpu":
+            placement = read_profile(module.training_session.end_profiling())
+            assert placement.on_host == {} and placement.copies == {}, placement.lines()
+            assert moved <= 2 * ids.nbytes + 4096, moved
+        return loss, grads
+
+    memory = {"recompute": "full", "loss_chunk_size": 12}
+    cpu_loss, cpu_grads = gradients("cpu", **memory)
+    plain_loss, plain_grads = gradients("npu", recompute="none", loss_chunk_size=12)
+    loss, grads = gradients("npu", **memory)
+    assert loss == plain_loss
+    for name, grad in grads.items():
+        assert grad.tobytes() == plain_grads[name].tobytes(), name
+        np.testing.assert_allclose(grad, cpu_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(loss, cpu_loss, rtol=1e-5)

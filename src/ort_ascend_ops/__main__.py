@@ -15,7 +15,8 @@ def _bench(args: argparse.Namespace) -> int:
     # Every refusal comes before the run (and before the re-run below): none after minutes of it.
     training = args.ops[:1] == ["training_step"]
     npu = args.ops[:1] == ["npu_step"]
-    run = ("nproc" if args.nproc else "training_step") if training else "npu_step" if npu else "ops"
+    kind = "nproc" if args.nproc else "recompute" if args.recompute else "training_step"
+    run = kind if training else "npu_step" if npu else "ops"
     unread = options.unread(args, run)
     if unread:
         verb = "does" if len(unread) == 1 else "do"
@@ -27,9 +28,11 @@ def _bench(args: argparse.Namespace) -> int:
         command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
         return npu_step.main(args.ops[1:], args.precision or [], command, args.json, args.markdown)
     if training:
+        from .bench.long_sequences import CONFIGS
         from .bench.training_step import _configs
 
-        names, choices = list(dict.fromkeys(args.ops[1:])), sorted(_configs())
+        names = list(dict.fromkeys(args.ops[1:]))
+        choices = sorted(CONFIGS if args.recompute else _configs())
     else:
         names = list(dict.fromkeys(ALIASES.get(name, name) for name in args.ops)) or [*BENCHES, CLIFFS]
         choices = sorted([*BENCHES, CLIFFS]) + sorted(ALIASES)
@@ -58,6 +61,10 @@ def _bench(args: argparse.Namespace) -> int:
             from .bench import data_parallel_npu
 
             return data_parallel_npu.main(names, args.nproc, steps, warmup, command, args.json, args.markdown)
+        if args.recompute:
+            from .bench import long_sequences
+
+            return long_sequences.main(names, args.quick, command, args.json, args.markdown)
         if args.nproc:
             return data_parallel.main(names, args.nproc, steps, warmup, command, args.json, args.markdown)
         precisions = args.precision or ["fp32"]
@@ -214,6 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         help="training_step --nproc: npu runs ours alone on NPUs (rank r on npu:LOCAL_RANK, HCCL in the "
         "graph; the emulated CANN runtime counts HCCL's calls and bytes and the bus); cpu (the default) "
         "the engines over gloo",
+    )
+    bench.add_argument(
+        "--recompute",
+        action="store_true",
+        default=None,
+        help="training_step: long sequences (1024, 4096, 8192 tokens; a 128k vocabulary), peak RSS and ms/step of "
+        "ours under each activation recompute mode and the loss in chunks, against PyTorch eager with and "
+        "without gradient checkpointing, each in a process of its own",
     )
     bench.add_argument(
         "--png",

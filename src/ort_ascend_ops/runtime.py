@@ -120,6 +120,15 @@ def session_options(*, threads: int | None = None, native: bool = True) -> ort.S
     return _configured(ort.SessionOptions(), threads, native)
 
 
+# ONNX Runtime's fusions that change a result's rounding and apply only where a value has no
+# other reader (MatMulScaleFusion folds a scale into a GEMM, FastGeluFusion replaces the tanh
+# approximation's ops by its kernel): a backward or a recomputed layer reading the value would
+# change the forward's numbers (tests/test_architectures.py, recompute bit for bit). The session
+# option "optimization.disable_specified_optimizers" does not reach them from Python; the
+# session's disabled_optimizers does.
+CONSUMER_DEPENDENT_FUSIONS = ("MatMulScaleFusion", "FastGeluFusion")
+
+
 def _configured(options: ort.SessionOptions, threads: int | None, native: bool) -> ort.SessionOptions:
     if native:
         with_library(options)
@@ -231,7 +240,10 @@ def make_session(
             folder = str(Path(model).resolve().parent)
             options.add_session_config_entry("session.model_external_initializers_file_folder_path", folder)
     try:
-        return Session(ort.InferenceSession(source, options, providers=list(providers)))
+        session = ort.InferenceSession(
+            source, options, providers=list(providers), disabled_optimizers=list(CONSUMER_DEPENDENT_FUSIONS)
+        )
+        return Session(session)
     except Exception as error:
         if "Domain already set in registry" not in str(error):
             raise

@@ -77,6 +77,7 @@ class Backward:
                 elif value.name in ("value_int", "value_ints", "value_float", "value_floats"):
                     self._constants[node.output[0]] = np.array(helper.get_attribute_value(value))
         self._needs = needs
+        self._originals: dict[str, str] = {}  # a recomputed value -> the forward's
         self._taken = {v for n in graph.node for v in [*n.input, *n.output]} | set(self._types)
         self._shapes: dict[str, str] = {}
         self._rows_added: dict[str, tuple[str, str, str]] = {}  # total's: result -> (table, rows, updates)
@@ -87,7 +88,14 @@ class Backward:
     # What is known about forward values.
     def needs(self, name: str) -> bool:
         """Whether the gradient of ``name`` is wanted (it lies on a path from ``wrt`` to the loss)."""
-        return name in self._needs
+        return self._originals.get(name, name) in self._needs
+
+    def recomputed(self, name: str, original: str) -> None:
+        """Declares ``name`` a copy of forward value ``original`` (recomputed, or made to wait):
+        its type, and whether its gradient is wanted, are the original's."""
+        self._originals[name] = original
+        if original in self._types:
+            self._types[name] = self._types[original]
 
     def padding_row(self, table: str) -> int | None:
         """The row of an embedding table (``nn.Embedding``'s ``padding_idx``) that its lookups
@@ -99,6 +107,10 @@ class Backward:
 
     def elem_type(self, name: str) -> int:
         return self._types[name].tensor_type.elem_type
+
+    def known_elem_type(self, name: str) -> int | None:
+        """``elem_type``, or None for a value shape inference left untyped."""
+        return self._types[name].tensor_type.elem_type if name in self._types else None
 
     def shape(self, name: str) -> list[int | None] | None:
         """The static shape (None for an unknown dim), or None when even the rank is unknown."""
@@ -280,6 +292,10 @@ class Backward:
         )
         return summed if flat_table else self.op("Reshape", summed, self.shape_of(zeros), hint=hint)
 
+    def scattered(self, grad: str) -> bool:
+        """Whether ``grad`` is a row scatter ``rows_added`` made (``total`` joins those)."""
+        return grad in self._rows_added
+
     def total(self, grads: Sequence[str], hint: str) -> str:
         """The sum of the gradients reaching one value (fan-out). The row scatters among them
         (``rows_added``: the lookups of one weight, ``w[e]`` per expert of a hand-written MoE) are
@@ -295,7 +311,12 @@ class Backward:
             )
             updates = self.op("Concat", *(self.op("Reshape", u, flat) for _, _, u in scattered), axis=0)
             grads = [self.rows_added(table, rows, updates)] + [g for g in grads if g not in self._rows_added]
-        return grads[0] if len(grads) == 1 else self.op("Sum", *grads, hint=hint)
+        # Added as they come, in the backward's order: a weight's gradients from chunks of the
+        # loss (or from many uses) need not all exist at once, as they would for one Sum.
+        total = grads[0]
+        for grad in grads[1:]:
+            total = self.op("Add", total, grad, hint=hint)
+        return total
 
     def pruned(self, outputs: Sequence[str]) -> list[onnx.NodeProto]:
         """The nodes built that the values ``outputs`` depend on, in order."""

@@ -15,7 +15,9 @@ from ..fusion import fold_constants
 from ..fusion import fuse as fuse_patterns
 from ..opschema import register_schemas
 from ..reference import attach_functions
+from .chunked_loss import chunk_loss
 from .graph import Backward, GradientError, depends_on, grad_name
+from .recompute import MEMORY_OPTIONS, Recompute, memory_options
 from .rules import RULES
 from .rules.loss import split_softmax_cross_entropy
 
@@ -99,6 +101,18 @@ def _on_path(graph: onnx.GraphProto, wrt: Sequence[str], loss: str) -> set[str]:
     return reached & depends_on(graph, [loss], whole_nodes=False)
 
 
+def _added(back: Backward, grads: dict[str, list[str]], name: str, grad: str) -> str:
+    """``grad`` added to what reached ``name`` before, as it comes (a weight read by every chunk
+    of a loss holds one gradient, not one per chunk), but for the row scatters ``Backward.total``
+    joins into one; the value now holding it."""
+    kept = grads.setdefault(name, [])
+    if len(kept) == 1 and not back.scattered(kept[0]) and not back.scattered(grad):
+        kept[0] = back.op("Add", kept[0], grad, hint=name)
+    else:
+        kept.append(grad)
+    return kept[-1]
+
+
 def build_training_model(
     model: onnx.ModelProto,
     loss: str,
@@ -106,6 +120,10 @@ def build_training_model(
     *,
     fuse: bool = True,
     loss_scale: str | None = None,
+    recompute: str = "none",
+    recompute_layers: int | None = None,
+    loss_chunk_size: int | None = None,
+    frozen: Sequence[str] = (),
 ) -> onnx.ModelProto:
     """The training model of ``model``: outputs ``loss`` and ``<name>_grad`` for each name in
     ``wrt`` (graph inputs or initializers), shaped and typed like the value. ``fuse`` first
@@ -113,7 +131,15 @@ def build_training_model(
     (``ort_ascend_ops.fuse``), whose grad ops then differentiate them; without it constants are still folded. It carries the
     reference functions, so it runs on stock ONNX Runtime; with the native library registered
     the grad nodes run natively. ``loss_scale`` names a new float32 scalar input that the
-    backward starts from instead of 1: every gradient comes out multiplied by it (loss scaling)."""
+    backward starts from instead of 1: every gradient comes out multiplied by it (loss scaling).
+
+    ``recompute``: ``"none"`` keeps every activation the backward reads; ``"full"`` keeps each
+    decoder layer's input alone and computes the layer again in the backward, layer by layer;
+    ``"selective"`` keeps the layers' products (MatMul, attention) and computes the rest again
+    (``recompute.Recompute``); ``recompute_layers``: the first that many layers (None: all). The
+    gradients are the same, bit for bit. ``loss_chunk_size``: the cross-entropy over chunks of
+    that many rows, its logits computed again in the backward (``chunked_loss``). ``frozen``: the
+    graph inputs that are parameters not trained (data-independent, as ``wrt``)."""
     padding = padding_rows(model)
     model = _prepared(model, fuse, wrt)
     graph = model.graph
@@ -128,8 +154,11 @@ def build_training_model(
     for name in wrt:
         if name not in inputs:
             raise GradientError(f"'{name}' in wrt is neither a graph input nor an initializer")
+    if loss_chunk_size is not None:
+        model = chunk_loss(model, loss, loss_chunk_size, {*wrt, *frozen, *initializers})
     model = _expanded(model, wrt, loss)
     graph = model.graph
+    segments = Recompute(graph, recompute, recompute_layers, [*wrt, *frozen, *initializers])
     declared = {v.name: v for v in [*graph.input, *graph.output, *graph.value_info]}
     on_path = _on_path(graph, wrt, loss)
     missing = _without_rule(graph, on_path)
@@ -160,10 +189,13 @@ def build_training_model(
         out_grads = [back.total(grads[o], o) if o in grads else None for o in node.output]
         if all(g is None for g in out_grads):
             continue
-        in_grads = RULES[(node.domain or "", node.op_type)](back, node, out_grads)
-        for name, grad in zip(node.input, in_grads, strict=False):
-            if grad is not None and name in on_path:
-                grads.setdefault(name, []).append(grad)
+        reading = segments.node_for_rule(back, node, out_grads)
+        in_grads = RULES[(node.domain or "", node.op_type)](back, reading, out_grads)
+        added = [
+            _added(back, grads, name, grad) if grad is not None and name in on_path else None
+            for name, grad in zip(node.input, in_grads, strict=False)
+        ]
+        segments.rule_done(node, reading, added)
 
     outputs = [declared[loss]]
     for name in wrt:
@@ -189,6 +221,9 @@ def build_training_model(
         opset_imports=list(model.opset_import),
         ir_version=model.ir_version,
         functions=[f for f in model.functions if f.domain != DOMAIN],
+    )
+    trained.metadata_props.add(
+        key=MEMORY_OPTIONS, value=memory_options(recompute, recompute_layers, loss_chunk_size)
     )
     attach_functions(trained)
     onnx.checker.check_model(trained)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 # The options without a default, by the kinds of run that read them: any other kind refuses them
 # rather than ignoring what the user asked for. "ops": the per-op benchmarks and cliffs;
-# "nproc": training_step --nproc, whose thread count follows from the process count.
+# "nproc": training_step --nproc, whose thread count follows from the process count;
+# "recompute": training_step --recompute, whose children take every core.
 READ_BY = {
     "threads": {"ops", "training_step"},
     "dtypes": {"ops"},
@@ -20,11 +21,13 @@ READ_BY = {
     "precision": {"training_step", "npu_step"},
     "nproc": {"nproc"},
     "device": {"nproc"},
+    "recompute": {"recompute"},
 }
 RUNS = {
     "ops": "the per-op benchmarks",
     "training_step": "training_step",
     "nproc": "training_step --nproc",
+    "recompute": "training_step --recompute",
     "npu_step": "npu_step",
 }
 # What the options read by default.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ENGINES = ("ours native", "ours portable", "PyTorch eager", "torch.compile")
@@ -20,7 +21,17 @@ def peak_rss() -> int:
         return int(status.read().split("VmHWM:")[1].split()[0]) * 1024
 
 
-def _ours(job: dict, native: bool) -> list[float]:
+def _timed(step, steps: int) -> tuple[list[float], list[float]]:
+    """``step()``'s losses and seconds, ``steps`` times."""
+    losses, seconds = [], []
+    for _ in range(steps):
+        start = time.perf_counter()
+        losses.append(step())
+        seconds.append(time.perf_counter() - start)
+    return losses, seconds
+
+
+def _ours(job: dict, native: bool) -> tuple[list[float], list[float]]:
     import numpy as np
 
     from ..training.api import CheckpointState, Module, Optimizer
@@ -29,13 +40,14 @@ def _ours(job: dict, native: bool) -> list[float]:
     state = CheckpointState.load_checkpoint(job["paths"]["checkpoint"])
     module = Module(job["paths"]["training"], state, threads=job["threads"], native=native)
     optimizer = Optimizer(job["paths"]["optimizer"], module)
-    losses = []
-    for _ in range(job["steps"]):
+
+    def step() -> float:
         loss = module(ids, ids)
         optimizer.step()
         module.lazy_reset_grad()
-        losses.append(float(loss[0] if isinstance(loss, tuple) else loss))
-    return losses
+        return float(loss[0] if isinstance(loss, tuple) else loss)
+
+    return _timed(step, job["steps"])
 
 
 def precision_of(engine: str) -> str:
@@ -71,7 +83,8 @@ class TorchStep:
 
 def torch_model(job: dict):
     """The job's transformers model (``architecture``, ``config``, ``weights``) in training
-    mode, torch at the job's ``threads``."""
+    mode, torch at the job's ``threads``; with ``checkpointing``, Hugging Face's gradient
+    checkpointing on."""
     import torch
     import transformers
 
@@ -79,34 +92,37 @@ def torch_model(job: dict):
     config = getattr(transformers, job["architecture"])(**job["config"])
     model = transformers.AutoModelForCausalLM.from_config(config)
     model.load_state_dict(torch.load(job["weights"]))
+    if job.get("checkpointing"):
+        model.gradient_checkpointing_enable()
     return model.train()
 
 
-def _torch(job: dict, compiled: bool, precision: str) -> list[float]:
+def _torch(job: dict, compiled: bool, precision: str) -> tuple[list[float], list[float]]:
     import numpy as np
     import torch
 
     model = torch_model(job)
     step = TorchStep(torch.compile(model) if compiled else model, precision)
     ids = torch.from_numpy(np.load(job["batch"]))
-    return [step(ids) for _ in range(job["steps"])]
+    return _timed(lambda: step(ids), job["steps"])
 
 
 def child(job_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     engine = job["engine"]  # a name of ENGINES, or one with a mixed precision after it
     if engine.startswith("ours"):
-        losses = _ours(job, native=engine.startswith("ours native"))
+        losses, seconds = _ours(job, native=engine.startswith("ours native"))
     else:
-        losses = _torch(job, compiled=engine == "torch.compile", precision=precision_of(engine))
-    print(json.dumps({"peak_rss": peak_rss(), "losses": losses}))
+        compiled = engine.startswith("torch.compile")
+        losses, seconds = _torch(job, compiled=compiled, precision=precision_of(engine))
+    print(json.dumps({"peak_rss": peak_rss(), "losses": losses, "seconds": seconds}))
 
 
 def measure(job: dict, folder: Path) -> dict:
     """One engine's child process on ``job`` (engine, threads, steps, batch file and the engine's
     model: artifact paths, or architecture, config and weights): its peak RSS and losses, or the
     error it ended with."""
-    path = folder / f"memory_{job['engine'].replace(' ', '_')}_{job['seq']}.json"
+    path = folder / f"memory_{job['engine'].replace(' ', '_').replace('=', '_')}_{job['seq']}.json"
     path.write_text(json.dumps(job))
     return run_child([sys.executable, "-m", "ort_ascend_ops.bench.training_memory", str(path)])
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from ..autodiff.recompute import memory_options, recorded_memory_options
 from ..cann_ep.step_report import FirstSteps
 from ..training.api import CheckpointState, DataParallel, LRScheduler, Module, Optimizer, clip_grad_norm_
 from ..training.api.data_parallel import Launch, versions
@@ -29,7 +30,7 @@ from ..training.artifacts import artifact_paths, generate_artifacts
 from ..training.optim import AdamW
 from .data import Corpus, DataError
 from .history import History, HistoryError
-from .model_source import ModelError, ModelSource, fixed_elsewhere, open_model
+from .model_source import ModelError, ModelSource, at_run_shape, fixed_elsewhere, open_model
 from .report import Progress, peak_rss_mb, plot, summary
 from .run_folder import RunFolder
 from .settings import Settings, SettingsError, flag, options
@@ -202,12 +203,18 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
     if not (
         settings.resume and all(p.exists() for p in paths.values()) and _fits(paths["training"], settings)
     ):
+        exported = source.export(settings)
+        if settings.loss_chunk_size is not None:  # the chunks are cut when the graph is built
+            exported = at_run_shape(exported, settings)
         paths = generate_artifacts(
-            source.export(settings),
+            exported,
             loss=None,
             optimizer=AdamW(lr=settings.lr, weight_decay=settings.weight_decay),
             artifact_directory=paths["training"].parent,
             precision=settings.precision,
+            recompute=settings.recompute,
+            recompute_layers=settings.recompute_layers,
+            loss_chunk_size=settings.loss_chunk_size,
         )
     say(f"artifacts in {paths['training'].parent} (peak memory so far {peak_rss_mb():,.0f} MB)")
     resumed = settings.resume and rank0 and folder.checkpoint.exists()
@@ -286,11 +293,16 @@ def _intact(folder: RunFolder) -> str:
 def _fits(training: Path, settings: Settings) -> bool:
     """Whether the training model's token inputs take ``[--batch, --seq]`` (an export of fixed
     shapes, a Hugging Face directory's, takes no other: a run resumed on another number of
-    processes exports again)."""
-    graph = onnx.load(training, load_external_data=False).graph
+    processes exports again) and it was built with the command's --recompute and
+    --loss-chunk-size (a resume may change them)."""
+    model = onnx.load(training, load_external_data=False)
     tokens = (onnx.TensorProto.INT64, onnx.TensorProto.INT32)
+    if recorded_memory_options(model) != memory_options(
+        settings.recompute, settings.recompute_layers, settings.loss_chunk_size
+    ):
+        return False
     return not any(
-        fixed_elsewhere(v, settings) for v in graph.input if v.type.tensor_type.elem_type in tokens
+        fixed_elsewhere(v, settings) for v in model.graph.input if v.type.tensor_type.elem_type in tokens
     )
 
 

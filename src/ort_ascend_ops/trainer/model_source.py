@@ -81,6 +81,22 @@ def _dims(value: onnx.ValueInfoProto) -> list[int | str | None] | None:
     return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim]
 
 
+def at_run_shape(model: onnx.ModelProto, settings: Settings) -> onnx.ModelProto:
+    """``model`` with its token inputs declared ``[--batch, --seq]`` (shape inference then
+    knows the loss's rows); its nodes and initializers as they are."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        if value.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32):
+            for dim, size in zip(
+                value.type.tensor_type.shape.dim, (settings.batch, settings.seq), strict=False
+            ):
+                dim.Clear()
+                dim.dim_value = size
+    del fixed.graph.value_info[:]  # inferred again, from the fixed inputs
+    return fixed
+
+
 def fixed_elsewhere(value: onnx.ValueInfoProto, settings: Settings) -> bool:
     """Whether the token input ``value`` has a fixed dim that ``[--batch, --seq]`` is not."""
     dims = _dims(value) or [None, None]

@@ -17,6 +17,7 @@ import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ..autodiff.recompute import MODES as RECOMPUTE_MODES
 from ..training.api.data_parallel import COLLECTIVE_TIMEOUT
 from ..training.api.lr_scheduler import SCHEDULES
 from ..training.optim import AdamW
@@ -119,6 +120,27 @@ class Settings:
         "fp32",
         "torch.autocast over float32 master weights (bf16-mixed, fp16-mixed with dynamic loss scaling)",
         choices=tuple(PRECISIONS),
+    )
+    recompute: str = option(
+        "none",
+        "activation recompute in the backward: full keeps each decoder layer's input alone and computes the "
+        "layer again (Hugging Face's gradient checkpointing), selective keeps its products (MatMul, attention) "
+        "and computes the rest again; the gradients do not change",
+        choices=RECOMPUTE_MODES,
+        resume="command",
+    )
+    recompute_layers: int | None = option(
+        None,
+        "with --recompute, the first this many decoder layers (default: all)",
+        rule=at_least(0),
+        resume="command",
+    )
+    loss_chunk_size: int | None = option(
+        None,
+        "the cross-entropy over chunks of this many tokens, their logits computed again in the backward, so that "
+        "the whole [tokens, vocabulary] logits never exist (default: one chunk)",
+        rule=at_least(1),
+        resume="command",
     )
     out: str = option(
         "train-output",

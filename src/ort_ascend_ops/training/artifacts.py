@@ -14,6 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, version_converter
 
 from ..autodiff import GradientError, build_training_model, depends_on
+from ..autodiff.recompute import MODES as RECOMPUTE_MODES
 from ..export import parameter_names
 from ..fusion import fuse as fuse_patterns
 from ..reference._opset import MIN_ONNX_OPSET
@@ -345,6 +346,9 @@ def generate_artifacts(
     loss_output_name: str | None = None,
     fuse: bool = True,
     precision: str = "fp32",
+    recompute: str = "none",
+    recompute_layers: int | None = None,
+    loss_chunk_size: int | None = None,
 ) -> dict[str, Path]:
     """Writes ``training_model.onnx`` (the loss and one ``<name>_grad`` per trainable
     parameter), ``eval_model.onnx`` (the loss, training mode off: Dropout is the identity and
@@ -374,6 +378,12 @@ def generate_artifacts(
     ``"fp16-mixed"`` takes the loss scale as its input ``loss_scale`` and gives scaled gradients,
     which the training API unscales.
 
+    ``recompute`` (``"none"``, ``"selective"``, ``"full"``) and ``recompute_layers``: activation
+    recompute of the decoder layers, as Hugging Face's ``gradient_checkpointing_enable()``
+    (``"full"``) or Megatron's selective recompute; ``loss_chunk_size``: the cross-entropy over
+    chunks of that many tokens, so that the whole logits never exist (``build_training_model``).
+    The gradients do not change with either, but by the order of the loss's sums for chunks.
+
     Not supported, each an error naming it: ``ort_format=True``, ``custom_op_library``,
     ``nominal_checkpoint=True``, and onnxblock's blocks as ``loss`` or ``optimizer``."""
     _unsupported(ort_format, custom_op_library, nominal_checkpoint)
@@ -391,6 +401,10 @@ def generate_artifacts(
     if precision not in PRECISIONS:
         raise ValueError(
             f"generate_artifacts: precision must be one of {list(PRECISIONS)}, got {precision!r}"
+        )
+    if recompute not in RECOMPUTE_MODES:
+        raise ValueError(
+            f"generate_artifacts: recompute must be one of {list(RECOMPUTE_MODES)}, got {recompute!r}"
         )
     source = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
     trainable, frozen = split_parameters(source, requires_grad, frozen_params)
@@ -410,7 +424,17 @@ def generate_artifacts(
     parameters = list(weights)
     forward = autocast(guard_inputs(forward, parameters), precision, parameters)
     scale = LOSS_SCALE if precision in LOSS_SCALED else None
-    training = build_training_model(forward, loss_name, trainable, fuse=False, loss_scale=scale)
+    training = build_training_model(
+        forward,
+        loss_name,
+        trainable,
+        fuse=False,
+        loss_scale=scale,
+        recompute=recompute,
+        recompute_layers=recompute_layers,
+        loss_chunk_size=loss_chunk_size,
+        frozen=frozen,
+    )
     outputs = [loss_name, *listed, *(additional_output_names or [])]
     evaluation = _eval_model(forward, outputs)
     if outputs[1:]:

@@ -476,4 +476,5 @@ def test_recompute_and_the_loss_in_chunks_train_a_directory_as_without(directory
         with open(run / "losses.csv", newline="") as f:
             return np.float64([row["loss"] for row in csv.DictReader(f)])
 
-    assert np.allclose(losses(out), losses(trained[0]), rtol=1e-5, atol=0)
+    # Other tests of this module go on with the run of ``trained``: its first STEPS rows.
+    assert np.allclose(losses(out), losses(trained[0])[:STEPS], rtol=1e-5, atol=0)

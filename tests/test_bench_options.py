@@ -67,6 +67,17 @@ TRAINING = ["training_step", "byte_llama", "--quick", "--threads", "1"]
             "--nproc",
         ),
         (["cliffs", "--quick", "--png", "cliffs.png"], "--png", "cliffs alone has none"),
+        (
+            ["training_step", "--quick", "--recompute", "--threads", "1"],
+            "--threads does not apply",
+            "--recompute",
+        ),
+        (
+            ["training_step", "llama512", "--recompute"],
+            "unknown training_step configs ['llama512']",
+            "'vocab128k'",
+        ),
+        ([*OPS, "--recompute"], "--recompute does not apply", "per-op benchmarks"),
     ],
 )
 def test_a_bad_option_is_refused_before_anything_runs(argv, named, rule, tmp_path, monkeypatch, capsys):

@@ -212,10 +212,6 @@ class Recompute:
             return False
         return mode == "full" or (node.domain or "", node.op_type) not in PRODUCTS
 
-    @property
-    def segments(self) -> list[str]:
-        return list(self._members)
-
     def node_for_rule(self, back: Backward, node: onnx.NodeProto, grads: Grads) -> onnx.NodeProto:
         """The node the rule of forward ``node`` reads: its recomputed copy, or the node reading
         the recomputed copies of its inputs (a kept product); ``node`` itself outside segments.

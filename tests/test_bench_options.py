@@ -78,6 +78,8 @@ TRAINING = ["training_step", "byte_llama", "--quick", "--threads", "1"]
             "'vocab128k'",
         ),
         ([*OPS, "--recompute"], "--recompute does not apply", "per-op benchmarks"),
+        (["fine_tuning", "lora", "--threads", "1"], "--threads does not apply", "fine_tuning"),
+        (["fine_tuning", "qlora", "--quick"], "unknown fine_tuning parts ['qlora']", "'packing'"),
     ],
 )
 def test_a_bad_option_is_refused_before_anything_runs(argv, named, rule, tmp_path, monkeypatch, capsys):

@@ -15,8 +15,9 @@ def _bench(args: argparse.Namespace) -> int:
     # Every refusal comes before the run (and before the re-run below): none after minutes of it.
     training = args.ops[:1] == ["training_step"]
     npu = args.ops[:1] == ["npu_step"]
+    fine = args.ops[:1] == ["fine_tuning"]
     kind = "nproc" if args.nproc else "recompute" if args.recompute else "training_step"
-    run = kind if training else "npu_step" if npu else "ops"
+    run = kind if training else "npu_step" if npu else "fine_tuning" if fine else "ops"
     unread = options.unread(args, run)
     if unread:
         verb = "does" if len(unread) == 1 else "do"
@@ -27,6 +28,19 @@ def _bench(args: argparse.Namespace) -> int:
 
         command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
         return npu_step.main(args.ops[1:], args.precision or [], command, args.json, args.markdown)
+    if fine:  # whole training steps in child processes of their own, every core: no re-run below
+        from .bench import fine_tuning
+
+        names = list(dict.fromkeys(args.ops[1:]))
+        unknown = sorted(set(names) - set(fine_tuning.SPECS))
+        if unknown:
+            print(
+                f"bench: unknown fine_tuning parts {unknown}; choose from {sorted(fine_tuning.SPECS)}",
+                file=sys.stderr,
+            )
+            return 2
+        command = shlex.join(["python", "-m", "ort_ascend_ops", *args.argv])
+        return fine_tuning.main(names, args.quick, command, args.json, args.markdown)
     if training:
         from .bench.long_sequences import CONFIGS
         from .bench.training_step import _configs
@@ -167,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         nargs="*",
         help="benchmarks to run (default: all); 'cliffs' times power-of-two widths against nearby ones; "
         "'training_step [CONFIG ...]' times whole training steps; 'npu_step [ROW ...]' reports where a "
-        "matrix row's training step runs on the NPU, what crosses the bus and the device's memory",
+        "matrix row's training step runs on the NPU, what crosses the bus and the device's memory; "
+        "'fine_tuning [lora] [packing]' compares LoRA with a full fine-tune (ours and PyTorch + PEFT) and packed "
+        "chat examples with padded ones",
     )
     bench.add_argument(
         "--threads",

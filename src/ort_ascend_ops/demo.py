@@ -19,6 +19,12 @@
    packages, trained on their text through its tokenizer, written back as a directory that
    ``AutoModelForCausalLM.from_pretrained`` reloads and generates from; the reloaded model's
    held-out loss in PyTorch must equal our eval model's. Needs the ``torch`` extra.
+5. LoRA fine-tuning of section 4's trained directory as PEFT users do it (``train HF_DIR
+   --lora-r 8 --pack``) on chat-format data written here (``messages``; the loss on the
+   assistant's tokens), several conversations packed in each window, each attending to itself
+   alone: the adapter directory
+   ``PeftModel.from_pretrained`` loads, its held-out loss in PyTorch equal to our eval model's,
+   and an answer generated from it. Needs the ``torch`` extra (PEFT in it).
 
 Ends with a one-line verdict."""
 
@@ -79,11 +85,13 @@ WARMUP_LR = 1e-2
 # The language model must end below this loss (nats per byte; ln 256 = 5.55 is a uniform guess),
 # on the training and the held-out bytes.
 LM_TARGET_LOSS = 3.0
-_SECTIONS = 3 + len(EXAMPLES)
+_SECTIONS = 4 + len(EXAMPLES)
 # The Hugging Face directory's text: standard-library packages (their sources, tokenized).
 HF_PACKAGES = ("json", "email", "http", "logging", "asyncio", "urllib", "importlib", "xml")
 HF_BATCH, HF_SEQ, HF_LR = 8, 64, 3e-3  # its steps: the language model's (--lm-steps)
 HF_SIZES = dict(hidden_size=128, intermediate_size=344, head_dim=32, max_position_embeddings=128)
+# LoRA on chat data: its steps at most the language model's (--lm-steps).
+LORA_EXAMPLES, LORA_STEPS, LORA_SEQ, LORA_LR = 400, 80, 128, 1e-2
 # This package's ops, marked in the time table.
 _OUR_OPS = set(FUNCTIONS)
 
@@ -292,8 +300,9 @@ def _demo_language_model(settings, threads: int | None, profile_dir: str):
     _say(f"  wrote {folder.curve}, {folder.losses} and the checkpoint")
 
     paths = artifact_paths(folder.artifacts)
-    window = corpus.batch("train", 0, settings.batch, settings.seq, settings.seed)
-    feeds = [window, window]
+    feeds = corpus.rows("train", 0, settings.batch, settings.seq, settings.seed).feeds(
+        ["input_ids", "labels"]
+    )
     _profile_steps(paths, feeds, threads, profile_dir, "byte_llama")
     differences, failures = _check_portable("byte_llama", paths, feeds, threads)
     if not losses[-1] < LM_TARGET_LOSS:
@@ -312,7 +321,7 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
         import torch
         import transformers
     except ImportError:
-        _say(f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory: skipped (needs pip install '.[torch]')")
+        _say(f"[{_SECTIONS - 1}/{_SECTIONS}] Hugging Face directory: skipped (needs pip install '.[torch]')")
         return None, []
     from .examples.hf_models import write_model_directory
     from .trainer import Settings, train
@@ -324,7 +333,7 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
         source, [Path(f).read_text(errors="replace") for f in files], vocab_size=1024, sizes=HF_SIZES
     )
     _say(
-        f"[{_SECTIONS}/{_SECTIONS}] Hugging Face directory {source} (Qwen2, GQA, tied embeddings, BPE tokenizer)"
+        f"[{_SECTIONS - 1}/{_SECTIONS}] Hugging Face directory {source} (Qwen2, GQA, tied embeddings, BPE tokenizer)"
     )
     if not steps:
         return {}, ["hf_directory: trained no steps"]
@@ -342,10 +351,16 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
     prompt = tokenizer("def ", return_tensors="pt").input_ids
     with torch.no_grad():
         generated = reloaded.generate(prompt, max_new_tokens=16, do_sample=False)
-        windows = [corpus.batch("held_out", i, HF_BATCH, HF_SEQ, seed) for i in range(settings.eval_batches)]
+        windows = [
+            corpus.rows("held_out", i, HF_BATCH, HF_SEQ, seed).feeds(["input_ids", "labels"])
+            for i in range(settings.eval_batches)
+        ]
         theirs = float(
             np.mean(
-                [reloaded(input_ids=torch.from_numpy(w), labels=torch.from_numpy(w)).loss for w in windows]
+                [
+                    reloaded(input_ids=torch.from_numpy(w), labels=torch.from_numpy(lab)).loss
+                    for w, lab in windows
+                ]
             )
         )
     ours = history.evals()[-1][1]
@@ -358,6 +373,62 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
         failures.append(
             f"hf_directory: our held-out loss {ours:.5f} is not the reloaded model's {theirs:.5f}"
         )
+    return {"loss": (losses[0], losses[-1])}, failures
+
+
+def _demo_lora(steps: int, seed: int, threads: int | None, out: Path):
+    """Section 5 (see the module's doc), on section 4's directory; a None summary when the torch
+    extra is missing."""
+    try:
+        import peft
+        import torch
+        import transformers
+    except ImportError:
+        _say(f"[{_SECTIONS}/{_SECTIONS}] LoRA on chat data: skipped (needs pip install '.[torch]')")
+        return None, []
+    from .examples.chat import write_chat_examples
+    from .trainer import Settings, train
+
+    source, adapter = out / "hf-trained", out / "hf-lora"  # section 4's model
+    data = write_chat_examples(out / "chat.jsonl", LORA_EXAMPLES, seed)
+    _say(f"[{_SECTIONS}/{_SECTIONS}] LoRA fine-tuning of {source} on {data} (chat messages, packed)")
+    if not steps:
+        return {}, ["lora: trained no steps"]
+    settings = Settings(
+        model=str(source), data=(str(data),), steps=min(steps, LORA_STEPS), batch=HF_BATCH, seq=LORA_SEQ, lr=LORA_LR,
+        out=str(adapter), overwrite=True, save_every=0, seed=seed, threads=threads or 0, lora_r=8,
+        lora_target=("all-linear",), pack=True,
+    )  # fmt: skip
+    outcome = train(settings, say=lambda text: _say("  " + text))
+    losses, failures = outcome.history.losses(), []
+    base = transformers.AutoModelForCausalLM.from_pretrained(source)
+    reloaded = peft.PeftModel.from_pretrained(base, adapter).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(adapter)
+    with torch.no_grad():
+        rows = [
+            outcome.corpus.rows("held_out", i, HF_BATCH, LORA_SEQ, seed) for i in range(settings.eval_batches)
+        ]
+        # transformers reads the documents' boundaries off the restarting positions, as we do.
+        theirs = float(np.mean([
+            reloaded(**{k: torch.from_numpy(v) for k, v in
+                        zip(("input_ids", "labels", "position_ids"), (r.ids, r.labels, r.positions), strict=True)}).loss
+            for r in rows
+        ]))  # fmt: skip
+        question = [{"role": "user", "content": "What is 21 + 14?"}]
+        prompt = tokenizer.apply_chat_template(
+            question, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        answer = reloaded.generate(**prompt, max_new_tokens=12, do_sample=False)[
+            0, prompt["input_ids"].shape[1] :
+        ]
+    ours = outcome.history.evals()[-1][1]
+    _say(f"  loss {losses[0]:.3f} -> {losses[-1]:.3f}; held out: ours {ours:.4f}, PEFT's reloaded adapter in PyTorch "
+         f"{theirs:.4f}")  # fmt: skip
+    _say(f"  asked {question[0]['content']!r}, the adapted model answers {tokenizer.decode(answer)!r}")
+    if not losses[-1] < losses[0] - 1.0:
+        failures.append(f"lora: the loss went {losses[0]:.3f} -> {losses[-1]:.3f}, not down by 1")
+    if not abs(ours - theirs) <= 1e-4 * theirs:
+        failures.append(f"lora: our held-out loss {ours:.5f} is not PEFT's reloaded adapter's {theirs:.5f}")
     return {"loss": (losses[0], losses[-1])}, failures
 
 
@@ -497,6 +568,7 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
     for index, example in enumerate(EXAMPLES, 3):
         sections.append((example.key, functools.partial(_demo_one, example, index, steps, seed, threads)))
     sections.append(("hf_directory", lambda folder: _demo_hf_directory(lm_steps, seed, threads, Path(out))))
+    sections.append(("lora", lambda folder: _demo_lora(lm_steps, seed, threads, Path(out))))
     summaries, failures = {}, []
     with tempfile.TemporaryDirectory(prefix="ort_ascend_ops_demo_") as profile_dir:
         for key, section in sections:
@@ -525,5 +597,6 @@ def main(*, steps: int, seed: int, threads: int | None, lm_steps: int, out: str,
             if "hf_directory" in summaries
             else ""
         )
+        + (f"; LoRA adapter (PEFT) in {Path(out) / 'hf-lora'}" if "lora" in summaries else "")
     )
     return 0

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import training_memory
+from . import report, training_memory
 
 NEEDS = "--device npu needs onnxruntime-cann's CANNExecutionProvider (an NPU, or the emulated CANN runtime)"
 
@@ -183,12 +183,7 @@ def main(
             ]
             print("\n".join(part), flush=True)
             lines += part
-    if json_path:
-        Path(json_path).write_text(
-            json.dumps({"command": command, "date": date, "results": results}, indent=2)
-        )
-    if markdown_path:
-        Path(markdown_path).write_text("\n".join(lines) + "\n")
+    report.write_run(command, date, results, lines, json_path, markdown_path)
     return 0
 
 

@@ -9,7 +9,6 @@ logits (``[tokens, vocab]`` in float32) outweigh the layers' activations."""
 
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 import time
@@ -175,10 +174,5 @@ def main(
             part += table(result) + [""]
             _say("\n".join(part))
             lines += part
-    if json_path:
-        Path(json_path).write_text(
-            json.dumps({"command": command, "date": date, "results": results}, indent=2)
-        )
-    if markdown_path:
-        Path(markdown_path).write_text("\n".join(lines) + "\n")
+    report.write_run(command, date, results, lines, json_path, markdown_path)
     return 0

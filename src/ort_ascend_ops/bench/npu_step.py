@@ -23,6 +23,7 @@ from pathlib import Path
 from .. import aclnn_emulator
 from ..cann_ep import step_report
 from ..cann_ep.placement import read_profile
+from . import report
 
 ROWS = ("llama", "qwen3", "gemma2", "mixtral", "qwen3_moe", "deepseek_v3")
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed")
@@ -140,12 +141,5 @@ def main(
     if aclnn_emulator.counters() is None:
         lines += ["", step_report.NO_COUNTERS]
         print(lines[-1])
-    if json_path:
-        import json
-
-        Path(json_path).write_text(
-            json.dumps({"command": command, "date": date, "results": results}, indent=1)
-        )
-    if markdown_path:
-        Path(markdown_path).write_text("\n".join(lines) + "\n")
+    report.write_run(command, date, results, lines, json_path, markdown_path)
     return 0

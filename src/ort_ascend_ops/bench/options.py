@@ -29,6 +29,7 @@ RUNS = {
     "nproc": "training_step --nproc",
     "recompute": "training_step --recompute",
     "npu_step": "npu_step",
+    "fine_tuning": "fine_tuning",
 }
 # What the options read by default.
 THREADS = list(dict.fromkeys([1, os.cpu_count() or 1]))

@@ -63,6 +63,19 @@ def machine() -> dict:
     }
 
 
+def write_run(
+    command: str, date: str, results, lines: Sequence[str], json_path: str | None, markdown_path: str | None
+) -> None:
+    """A whole-run bench's outputs (training steps, long sequences, fine-tuning, the NPU's): its
+    results with the command and date as JSON, its lines as Markdown."""
+    if json_path:
+        Path(json_path).write_text(
+            json.dumps({"command": command, "date": date, "results": results}, indent=2)
+        )
+    if markdown_path:
+        Path(markdown_path).write_text("\n".join(lines) + "\n")
+
+
 def write_json(
     path: str, meta: dict, results: Sequence[Result], cliff_results: Sequence[cliffs.Result]
 ) -> None:

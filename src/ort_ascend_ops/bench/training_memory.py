@@ -36,13 +36,16 @@ def _ours(job: dict, native: bool) -> tuple[list[float], list[float]]:
 
     from ..training.api import CheckpointState, Module, Optimizer
 
-    ids = np.load(job["batch"])
+    # An .npz holds an input each, by name (packed rows: positions, boundaries); an .npy the
+    # token ids, fed as the labels too.
+    data = np.load(job["batch"])
     state = CheckpointState.load_checkpoint(job["paths"]["checkpoint"])
     module = Module(job["paths"]["training"], state, threads=job["threads"], native=native)
     optimizer = Optimizer(job["paths"]["optimizer"], module)
+    feeds = [data[name] for name in module.input_names()] if job["batch"].endswith(".npz") else [data] * 2
 
     def step() -> float:
-        loss = module(ids, ids)
+        loss = module(*feeds)
         optimizer.step()
         module.lazy_reset_grad()
         return float(loss[0] if isinstance(loss, tuple) else loss)
@@ -94,6 +97,10 @@ def torch_model(job: dict):
     model.load_state_dict(torch.load(job["weights"]))
     if job.get("checkpointing"):
         model.gradient_checkpointing_enable()
+    if job.get("lora"):  # PEFT's adapters on the frozen model: {"r": ..., "target_modules": ...}
+        import peft
+
+        model = peft.get_peft_model(model, peft.LoraConfig(**job["lora"]))
     return model.train()
 
 
@@ -102,7 +109,8 @@ def _torch(job: dict, compiled: bool, precision: str) -> tuple[list[float], list
     import torch
 
     model = torch_model(job)
-    step = TorchStep(torch.compile(model) if compiled else model, precision)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    step = TorchStep(torch.compile(model) if compiled else model, precision, torch.optim.AdamW(trained))
     ids = torch.from_numpy(np.load(job["batch"]))
     return _timed(lambda: step(ids), job["steps"])
 

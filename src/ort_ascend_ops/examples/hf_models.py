@@ -154,6 +154,19 @@ def torch_gradients(arch: str, loss: str, size: int, dtype=None) -> dict[str, np
     return result
 
 
+CHAT_TOKENS = ("<|im_start|>", "<|im_end|>")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] not in ('system', 'user', 'assistant') %}"
+    "{{ raise_exception('unknown role ' + message['role']) }}{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] + '<|im_end|>\\n' }}"
+    "{% endgeneration %}{% else %}{{ message['content'] + '<|im_end|>\\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
 def write_model_directory(
     directory,
     texts: list[str],
@@ -163,12 +176,14 @@ def write_model_directory(
     dtype=None,
     shard_size=None,
     sizes: dict | None = None,
+    chat: bool = True,
 ):
     """A tiny causal-LM directory as ``save_pretrained`` writes it, with a byte-level BPE
     tokenizer trained on ``texts`` by ``tokenizers`` (the Hub is out of reach): GQA, tied
     embeddings, and q/k/v biases for qwen2. ``dtype`` (a torch dtype): the stored weights' and
     ``config.json``'s; ``shard_size`` (say "200KB"): sharded safetensors with their index; ``sizes``: config fields
-    replacing ``SIZES``'s."""
+    replacing ``SIZES``'s; ``chat``: the tokenizer has ChatML's tokens and template (Qwen2's), its
+    assistant turns marked for transformers' ``return_assistant_tokens_mask``."""
     import torch
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -178,11 +193,13 @@ def write_model_directory(
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=["<|endoftext|>"],
+        special_tokens=["<|endoftext|>", *(CHAT_TOKENS if chat else ())],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     bpe.train_from_iterator(texts, trainer)
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>")
+    if chat:
+        tokenizer.chat_template = CHAT_TEMPLATE
     sizes = SIZES | (sizes or {}) | {"vocab_size": bpe.get_vocab_size(), "tie_word_embeddings": True}
     configs = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}
     config = configs[arch](**sizes, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.eos_token_id)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import onnx
 
+from . import packed_attention
 from .experts import grouped_experts, translations, without_split_counts
 from .patches import exportable
 
@@ -70,6 +71,9 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     signature = inspect.Signature([inspect.Parameter(n, kind) for n in ["self", *given]])
     Outputs.forward.__signature__ = signature  # type: ignore[attr-defined]
 
+    # The packed attention's translation only where it runs: the exporter traces every function
+    # of its table on each export.
+    packing = packed_attention.active(module)
     with grouped_experts(module), exportable():
         with torch.no_grad():
             names = list(_named_tensors(module(*positional, **kwargs)))
@@ -82,7 +86,7 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
             opset_version=opset,
             dynamic_shapes=dynamic_shapes,
             output_names=names,
-            custom_translation_table=translations(),
+            custom_translation_table=translations() | (packed_attention.translations() if packing else {}),
             verbose=False,
         )
     model = exported.model_proto
@@ -94,20 +98,25 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
     return model
 
 
-# The initializers that are the module's trainable parameters (the rest are buffers and
-# constants): generate_artifacts trains these by default.
+# The initializers that are the module's trainable parameters, and those that are its frozen ones
+# (requires_grad False: a LoRA model's base weights); the rest are buffers and constants.
+# generate_artifacts trains the first and feeds the second from the checkpoint by default.
 PARAMETERS = "ort_ascend_ops.parameters"
+FROZEN = "ort_ascend_ops.frozen_parameters"
 
 
 def _record_parameters(model: onnx.ModelProto, module) -> None:
     stored = {i.name for i in model.graph.initializer}
-    names = [n for n, p in module.named_parameters() if p.requires_grad and n in stored]
-    model.metadata_props.add(key=PARAMETERS, value=json.dumps(names))
+    for key, wanted in ((PARAMETERS, True), (FROZEN, False)):
+        names = [n for n, p in module.named_parameters() if p.requires_grad is wanted and n in stored]
+        if names or key == PARAMETERS:  # a module without frozen parameters records none
+            model.metadata_props.add(key=key, value=json.dumps(names))
 
 
-def parameter_names(model: onnx.ModelProto) -> list[str] | None:
-    """The trainable parameters export_torch recorded, or None for a model it did not export."""
-    recorded = next((p.value for p in model.metadata_props if p.key == PARAMETERS), None)
+def parameter_names(model: onnx.ModelProto, key: str = PARAMETERS) -> list[str] | None:
+    """The trainable parameters export_torch recorded (``key=FROZEN``: the frozen ones), or None
+    for a model it did not export."""
+    recorded = next((p.value for p in model.metadata_props if p.key == key), None)
     return None if recorded is None else json.loads(recorded)
 
 

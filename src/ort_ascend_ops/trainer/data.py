@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import hashlib
 import importlib
 import json
 import os
@@ -16,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+
+from ..export.packed_attention import BOUNDARIES, POSITIONS, boundaries
 
 SPLITS = ("train", "held_out")
 SEPARATOR = b"\n\n"  # between byte-level documents
@@ -30,6 +33,39 @@ class DataError(ValueError):
     file; the CLI exits with 2."""
 
 
+IGNORED = -100  # torch's cross_entropy ignore_index, which Hugging Face's causal-LM loss uses
+LABELS = "labels"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Rows:
+    """A batch's rows, ``[batch, seq]`` int64: token ids, labels (-100 off the loss; a causal LM
+    shifts them) and, for packed rows, each token's position in its document (restarting at 0
+    where a document starts; None: one document a row)."""
+
+    ids: np.ndarray
+    labels: np.ndarray
+    positions: np.ndarray | None = None
+
+    def take(self, rows: slice | np.ndarray) -> Rows:
+        positions = None if self.positions is None else self.positions[rows]
+        return Rows(self.ids[rows], self.labels[rows], positions)
+
+    def boundaries(self) -> np.ndarray:
+        """The documents' cumulative boundaries over the flattened tokens, int32: 0, then each
+        document's end (transformers' ``cu_seq_lens_q``)."""
+        assert self.positions is not None
+        return boundaries(self.positions)
+
+    def feeds(self, names: Iterable[str]) -> list[np.ndarray]:
+        """The inputs named ``names``: the labels, positions and boundaries to theirs, the ids
+        to every other."""
+        by_name = {LABELS: self.labels}
+        if self.positions is not None:
+            by_name |= {POSITIONS: self.positions, BOUNDARIES: self.boundaries()}
+        return [by_name.get(name, self.ids) for name in names]
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Corpus:
     """Two arrays of token ids: ``train`` to learn from and ``held_out`` to measure generalisation
@@ -39,6 +75,8 @@ class Corpus:
     held_out: np.ndarray
     description: str
     documents: int = 0
+    starts: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # each document's first token
+    packed: bool = False  # rows attend per document (``per_document``)
 
     @classmethod
     def from_paths(
@@ -90,27 +128,52 @@ class Corpus:
             count += 1
         dtype = np.uint8 if tokenizer is None else np.int32
         arrays = {k: np.concatenate(v).astype(dtype) if v else np.zeros(0, dtype) for k, v in parts.items()}
+        starts = {k: np.cumsum([0] + [len(d) for d in v[:-1]], dtype=np.int64) for k, v in parts.items()}
         for split, array in arrays.items():
             if array.size < MINIMUM_TOKENS:
                 raise DataError(
                     f"{', '.join(roots)}: too little text ({count} documents, {array.size} tokens in {split}; "
                     f"at least {MINIMUM_TOKENS} needed in each split)"
                 )
-        return cls(arrays["train"], arrays["held_out"], description, count)
+        return cls(arrays["train"], arrays["held_out"], description, count, starts)
 
     def batch(self, split: str, index: int, batch: int, seq: int, seed: int = 0) -> np.ndarray:
         """``batch`` windows of ``seq`` tokens as int64 ids ``[batch, seq]``, at random offsets
         that depend only on the arguments, so a run can be repeated or resumed at any step with
         the windows an uninterrupted run takes. A causal LM's labels are the same window (the
         model shifts them)."""
+        return getattr(self, split)[self._tokens(split, index, batch, seq, seed)].astype(np.int64)
+
+    def _tokens(self, split: str, index: int, batch: int, seq: int, seed: int) -> np.ndarray:
+        """The indices of ``batch``'s windows' tokens in ``split``, ``[batch, seq]``."""
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, not {split!r}")
-        data = getattr(self, split)
-        if data.size < seq + 1:
-            raise ValueError(f"the {split} split has {data.size} tokens, fewer than --seq + 1 = {seq + 1}")
+        size = getattr(self, split).size
+        if size < seq + 1:
+            raise ValueError(f"the {split} split has {size} tokens, fewer than --seq + 1 = {seq + 1}")
         rng = np.random.default_rng([seed, index, SPLITS.index(split)])
-        offsets = rng.integers(0, data.size - seq, size=batch, endpoint=True)
-        return data[offsets[:, None] + np.arange(seq)].astype(np.int64)
+        offsets = rng.integers(0, size - seq, size=batch, endpoint=True)
+        return offsets[:, None] + np.arange(seq)
+
+    def rows(self, split: str, index: int, batch: int, seq: int, seed: int = 0) -> Rows:
+        """``batch``'s windows as ``Rows``: the labels are the window (the model shifts it). A
+        packed corpus restarts the positions at each document's first token in a window, which
+        is then no token's label (the one before it is another document's)."""
+        tokens = self._tokens(split, index, batch, seq, seed)
+        window = getattr(self, split)[tokens].astype(np.int64)
+        if not self.packed:
+            return Rows(window, window)
+        starts = self.starts[split]
+        first = np.maximum(starts[np.searchsorted(starts, tokens, side="right") - 1], tokens[:, :1])
+        positions = tokens - first
+        return Rows(window, np.where(positions == 0, IGNORED, window), positions)
+
+    def per_document(self) -> Corpus:
+        """This corpus with its rows packed: each document attending to itself alone."""
+        return dataclasses.replace(self, packed=True)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.train.tobytes() + self.held_out.tobytes()).hexdigest()[:16]
 
     def check_window(self, seq: int) -> None:
         """A ``DataError`` unless each split holds one window of ``seq`` tokens and its next."""
@@ -147,21 +210,28 @@ def _encoder(tokenizer) -> Callable[[bytes], np.ndarray]:
     return encode
 
 
+def expand(roots: Iterable[str | os.PathLike]) -> list[Path]:
+    """The files (and ``datasets`` folders) of ``roots``, each a file, a folder searched
+    recursively, a ``datasets`` save_to_disk folder or a glob pattern, in the roots' order and
+    each folder's sorted."""
+    found: list[Path] = []
+    for root in map(str, roots):
+        path = Path(root)
+        if path.is_file() or (path.is_dir() and (path / "dataset_info.json").exists()):
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(f for f in path.rglob("*") if f.is_file())
+        else:
+            matches = sorted(glob.glob(root, recursive=True)) if glob.has_magic(root) else []
+            if not matches:
+                raise DataError(f"{root}: no such file or directory")
+            found += expand(matches)
+    return found
+
+
 def _documents(root: str) -> Iterator[bytes]:
-    path = Path(root)
-    if path.is_dir() and (path / "dataset_info.json").exists():
-        yield from _dataset_documents(path)
-    elif path.is_file():
-        yield from _file_documents(path)
-    elif path.is_dir():
-        for f in sorted(f for f in path.rglob("*") if f.is_file()):
-            yield from _file_documents(f)
-    else:
-        matches = sorted(glob.glob(root, recursive=True)) if glob.has_magic(root) else []
-        if not matches:
-            raise DataError(f"{root}: no such file or directory")
-        for match in matches:
-            yield from _documents(match)
+    for path in expand([root]):
+        yield from _dataset_documents(path) if path.is_dir() else _file_documents(path)
 
 
 def _file_documents(path: Path) -> Iterator[bytes]:

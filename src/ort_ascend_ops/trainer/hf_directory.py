@@ -19,7 +19,9 @@ import numpy as np
 import onnx
 from safetensors import SafetensorError
 
-from ..export import export_torch
+from ..export import export_torch, packed_attention
+from .lora import MERGED, Lora
+from .lora import outputs as lora_outputs
 from .model_source import BYTES, ModelError
 from .settings import Settings
 
@@ -28,6 +30,7 @@ WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 GENERATION_CONFIG = "generation_config.json"
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+_WRITTEN_WITH_TOKENIZER = ("special_tokens_map.json", "chat_template.jinja")
 _STAGING = ".hf-staging"  # in --out, emptied into it once the whole directory is written
 
 
@@ -51,7 +54,9 @@ class HfDirectory:
 
     def __init__(self, path: Path, config, headers: dict[str, tuple[Path, list[int]]], identity: str):
         self.path, self.config, self.identity = path, config, identity
-        self.model: Any = None  # a transformers PreTrainedModel
+        self.model: Any = None  # a transformers PreTrainedModel (a PEFT model with LoRA)
+        self.lora: Lora | None = None
+        self.pack, self.seq = False, 0  # --pack: per-document attention at --seq
         self._tokenizer: Any = None  # a transformers tokenizer, or None: bytes
         stored = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or "float32"
         self.dtype = str(stored).removeprefix("torch.")
@@ -148,9 +153,16 @@ class HfDirectory:
             raise ModelError(f"{self.path}: its weights do not match {CONFIG}: {said}")
         model.config.use_cache = False
         _check_causal(self.path, model, torch)
-        self.model = model
+        if self.pack:
+            try:
+                packed_attention.check_packable(model, self.seq)
+            except packed_attention.PackingError as e:
+                raise ModelError(f"--pack: {self.path}: {e}") from None
+        self.model = model if self.lora is None else self.lora.wrap(model)
 
     def check(self, settings: Settings) -> None:
+        self.lora = Lora.of(settings)
+        self.pack, self.seq = settings.pack, settings.seq
         positions = getattr(self.config, "max_position_embeddings", None)
         if isinstance(positions, int) and settings.seq > positions:
             raise ModelError(
@@ -164,22 +176,41 @@ class HfDirectory:
         ``state_dict`` key."""
         import torch
 
+        if self.pack:  # per-document attention: positions and boundaries are inputs too
+            inputs = packed_attention.sample(settings.batch, settings.seq)
+            with packed_attention.packed(self.model):
+                return export_torch(
+                    self.model, inputs, dynamic_shapes=packed_attention.dynamic_shapes(inputs)
+                )
         ids = torch.zeros(settings.batch, settings.seq, dtype=torch.long)
         # Two tensors: torch.export makes one tensor passed twice one graph input.
         return export_torch(self.model, {"input_ids": ids, "labels": ids.clone()})
 
     def describe(self) -> str:
+        if self.lora is not None:
+            c = self.model.peft_config["default"]
+            return (
+                f" with LoRA r {c.r} alpha {c.lora_alpha} dropout {c.lora_dropout:g} on {_targets(c)}"
+                f" (its base frozen, stored as {self.dtype})"
+            )
         return f" (stored as {self.dtype}, trained in float32 masters)"
 
-    def outputs(self) -> list[str]:
-        return [CONFIG, WEIGHTS, INDEX, GENERATION_CONFIG, *_TOKENIZER_FILES]
+    def input_names(self) -> list[str]:
+        names = ["input_ids", "labels"]
+        return [*names, packed_attention.POSITIONS, packed_attention.BOUNDARIES] if self.pack else names
+
+    def outputs(self, settings: Settings) -> list[str]:
+        if settings.lora:
+            return [*lora_outputs(settings.merge), *_TOKENIZER_FILES, *_WRITTEN_WITH_TOKENIZER]
+        return [CONFIG, WEIGHTS, INDEX, GENERATION_CONFIG, *_TOKENIZER_FILES, *_WRITTEN_WITH_TOKENIZER]
 
     def write(self, parameters: dict[str, np.ndarray], out: Path) -> list[str]:
         """Writes the Hugging Face directory of ``parameters`` (name -> NumPy array, the
         checkpoint's, read only) into ``out``: config, safetensors weights in the stored type,
-        tokenizer, and the generation config where the input had one. Everything is written to a
-        staging folder first, so a failure (a full disk) leaves what ``out`` held. Returns the
-        files written."""
+        tokenizer, and the generation config where the input had one; with LoRA, PEFT's adapter
+        directory and the tokenizer (and with ``--merge``, the merged model in ``out/merged``).
+        Everything is written to a staging folder first, so a failure (a full disk) leaves what
+        ``out`` held. Returns the files written."""
         import torch
 
         model = self.model
@@ -197,23 +228,47 @@ class HfDirectory:
         staging = out / _STAGING
         shutil.rmtree(staging, ignore_errors=True)
         try:
-            model.to(getattr(torch, self.dtype)).save_pretrained(staging)
-            if self._tokenizer is not None:
-                self._tokenizer.save_pretrained(staging)
-            source = self.path / GENERATION_CONFIG
-            if source.exists():
-                shutil.copyfile(source, staging / GENERATION_CONFIG)
+            if self.lora is None:
+                self._save(model, staging)
             else:
-                (staging / GENERATION_CONFIG).unlink(missing_ok=True)
+                model.save_pretrained(staging)  # PEFT's adapter directory, its weights in float32
+                if self._tokenizer is not None:
+                    self._tokenizer.save_pretrained(staging)
+                if self.lora.merge:
+                    self._save(model.merge_and_unload(), staging / MERGED)
             written = sorted(p.name for p in staging.iterdir())
             for name in written:
+                if (out / name).is_dir():
+                    shutil.rmtree(out / name)
                 os.replace(staging / name, out / name)
         except SafetensorError as e:  # safetensors reports a full disk as its own error
             raise OSError(f"safetensors could not write the weights: {e}") from None
         finally:
-            model.float()
             shutil.rmtree(staging, ignore_errors=True)
         return written
+
+    def _save(self, model, directory: Path) -> None:
+        """``model`` as a Hugging Face directory in the stored type, with the tokenizer and the
+        input's generation config."""
+        import torch
+
+        try:
+            model.to(getattr(torch, self.dtype)).save_pretrained(directory)
+        finally:
+            model.float()
+        if self._tokenizer is not None:
+            self._tokenizer.save_pretrained(directory)
+        source = self.path / GENERATION_CONFIG
+        if source.exists():
+            shutil.copyfile(source, directory / GENERATION_CONFIG)
+        else:
+            (directory / GENERATION_CONFIG).unlink(missing_ok=True)
+
+
+def _targets(config) -> str:
+    """The target modules by their last names (``q_proj``), once each."""
+    targets = config.target_modules
+    return targets if isinstance(targets, str) else ", ".join(sorted({t.rsplit(".", 1)[-1] for t in targets}))
 
 
 def _weight_headers(directory: Path) -> dict[str, tuple[Path, list[int]]]:

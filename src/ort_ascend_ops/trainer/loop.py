@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import math
 import signal
 import tempfile
@@ -28,7 +27,8 @@ from ..training.api.data_parallel import Launch, versions
 from ..training.api.device_memory import DeviceMemory
 from ..training.artifacts import artifact_paths, generate_artifacts
 from ..training.optim import AdamW
-from .data import Corpus, DataError
+from .chat_data import Examples, is_examples
+from .data import LABELS, Corpus, DataError, Rows
 from .history import History, HistoryError
 from .model_source import ModelError, ModelSource, at_run_shape, fixed_elsewhere, open_model
 from .report import Progress, peak_rss_mb, plot, summary
@@ -50,7 +50,7 @@ class Outcome:
 
     history: History
     settings: Settings
-    corpus: Corpus
+    corpus: Corpus | Examples
     processes: int = 1
     stopped_by: int | None = None
     written: list[str] = dataclasses.field(default_factory=list)
@@ -147,8 +147,7 @@ def _checked(settings: Settings, folder: RunFolder, parallel: DataParallel | Non
     if parallel is not None:
         facts = {"the model": f"{source.kind} {source.identity}" if source else "none"}
         if corpus is not None:
-            data = hashlib.sha256(corpus.train.tobytes() + corpus.held_out.tobytes()).hexdigest()[:16]
-            facts["the data"] = f"{corpus.describe()} sha256 {data}"
+            facts["the data"] = f"{corpus.describe()} sha256 {corpus.fingerprint()}"
         facts |= {
             flag(f.name): str(getattr(settings, f.name)) for f in options() if f.name not in ("model", "data")
         }
@@ -180,13 +179,24 @@ def _rank_device(settings: Settings, parallel: DataParallel | None) -> str:
     return f"npu:{parallel.launch.local_rank}"
 
 
-def _corpus(settings: Settings, source: ModelSource) -> Corpus:
+def _corpus(settings: Settings, source: ModelSource) -> Corpus | Examples:
     tokenizer = source.tokenizer
-    corpus = (
-        Corpus.from_paths(settings.data, tokenizer=tokenizer)
-        if settings.data
-        else Corpus.python_stdlib(tokenizer=tokenizer)
-    )
+    corpus: Corpus | Examples
+    if settings.data and is_examples(settings.data):
+        corpus = Examples.from_paths(
+            settings.data, tokenizer, settings.seq, settings.loss_on, pack=settings.pack
+        )
+        if LABELS not in source.input_names():
+            raise DataError(
+                f"{corpus.description}: examples take the loss on some tokens alone, through the labels, and "
+                f"{source.path} has no input '{LABELS}' (its inputs: {', '.join(source.input_names())})"
+            )
+    elif settings.data:
+        corpus = Corpus.from_paths(settings.data, tokenizer=tokenizer)
+    else:
+        corpus = Corpus.python_stdlib(tokenizer=tokenizer)
+    if settings.pack and isinstance(corpus, Corpus):
+        corpus = corpus.per_document()
     corpus.check_window(settings.seq)
     if corpus.vocabulary_needed() > source.vocab_size:
         raise SettingsError(
@@ -246,7 +256,8 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
     world = 1 if parallel is None else parallel.size
     outcome = Outcome(history, settings, corpus, world)
     say(
-        f"training {source.path.name}: {sum(int(np.prod(p.value.shape(), dtype=np.int64)) for p in state.parameters.values()):,} parameters"
+        f"training {source.path.name}: {_count(state, trained=True):,} parameters"
+        + (f" (of {_count(state, trained=False):,})" if settings.lora else "")
         + source.describe()
         + f", AdamW lr {settings.lr:g} weight decay {settings.weight_decay:g} (warm-up {settings.warmup}, "
         f"{settings.lr_scheduler} after), batch {settings.batch} x seq {settings.seq}"
@@ -269,7 +280,7 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
     if plot(outcome.history, folder.curve, say, source.vocab_size):
         outcome.written.append(folder.curve.name)
     outcome.written += [f"{folder.checkpoint.name} (--resume goes on)", f"{folder.artifacts.name}/"]
-    if outcome.stopped_by is None and source.outputs():
+    if outcome.stopped_by is None and source.outputs(settings):
         try:
             written = source.write(state.host_parameters(), folder.path)
         except OSError as e:
@@ -278,10 +289,24 @@ def _train(source, corpus, settings, folder: RunFolder, parallel, signals, own: 
                 f"{_intact(folder)}, and --resume writes the model again"
             ) from None
         outcome.written += written
-        say(
-            f"wrote the Hugging Face model to {folder.path} ({', '.join(written)}): AutoModelForCausalLM.from_pretrained loads it"
-        )
+        if settings.lora:
+            say(
+                f"wrote the LoRA adapter to {folder.path} ({', '.join(written)}): "
+                f"peft.PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained({str(source.path)!r}), "
+                f"{str(folder.path)!r}) loads it"
+                + (f"; the merged model is in {folder.path / 'merged'}" if settings.merge else "")
+            )
+        else:
+            say(
+                f"wrote the Hugging Face model to {folder.path} ({', '.join(written)}): AutoModelForCausalLM.from_pretrained loads it"
+            )
     return outcome
+
+
+def _count(state: CheckpointState, trained: bool) -> int:
+    """The elements of the trained parameters (``trained=False``: of every parameter)."""
+    values = [p for p in state.parameters.values() if p.requires_grad or not trained]
+    return sum(int(np.prod(p.value.shape(), dtype=np.int64)) for p in values)
 
 
 def _intact(folder: RunFolder) -> str:
@@ -306,25 +331,25 @@ def _fits(training: Path, settings: Settings) -> bool:
     )
 
 
-def _feeds(module: Module, window: np.ndarray) -> list[np.ndarray]:
-    return [window for _ in module.input_names()]
+def _feeds(module: Module, rows: Rows) -> list[np.ndarray]:
+    return rows.feeds(module.input_names())
 
 
-def _rows(module: Module, corpus: Corpus, split: str, index: int, settings: Settings) -> np.ndarray:
+def _rows(module: Module, corpus: Corpus | Examples, split: str, index: int, settings: Settings) -> Rows:
     """This rank's rows ``[r*b, (r+1)*b)`` of the global batch one process of ``--batch N*b``
     takes (all of it in one process)."""
     parallel = module.data_parallel
     if parallel is None:
-        return corpus.batch(split, index, settings.batch, settings.seq, settings.seed)
-    window = corpus.batch(split, index, settings.batch * parallel.size, settings.seq, settings.seed)
-    return window[parallel.rank * settings.batch : (parallel.rank + 1) * settings.batch]
+        return corpus.rows(split, index, settings.batch, settings.seq, settings.seed)
+    rows = corpus.rows(split, index, settings.batch * parallel.size, settings.seq, settings.seed)
+    return rows.take(slice(parallel.rank * settings.batch, (parallel.rank + 1) * settings.batch))
 
 
 def _mean_over_ranks(module: Module, values: list[float], what: str) -> list[float]:
     return values if module.data_parallel is None else module.data_parallel.mean(values, what)
 
 
-def evaluate(module: Module, corpus: Corpus, settings: Settings) -> float:
+def evaluate(module: Module, corpus: Corpus | Examples, settings: Settings) -> float:
     """The mean loss over the same held-out windows every time (over every rank's rows)."""
     module.eval()
     try:
@@ -337,7 +362,9 @@ def evaluate(module: Module, corpus: Corpus, settings: Settings) -> float:
     return _mean_over_ranks(module, [float(np.mean(losses))], "the held-out loss's all-reduce")[0]
 
 
-def _accumulated_loss(module: Module, corpus: Corpus, settings: Settings, step: int) -> tuple[float, int]:
+def _accumulated_loss(
+    module: Module, corpus: Corpus | Examples, settings: Settings, step: int
+) -> tuple[float, int]:
     """The step's mean loss over its micro-batches, their gradients accumulated and averaged as
     transformers' Trainer averages them (each micro-batch's loss divided by their count), and
     averaged over the ranks on the last one alone (``no_sync`` before it); and the bytes of the
@@ -373,7 +400,11 @@ def _steps(
     def save(step: int) -> None:
         state.properties["step"] = step
         state.properties.update(
-            {k: v for k, v in settings.recorded(outcome.processes).items() if v is not None and k != "data"}
+            {
+                k: v
+                for k, v in settings.recorded(outcome.processes).items()
+                if v is not None and not isinstance(v, list)
+            }
         )
         state.properties["model"] = source.identity
         with optimizer.consolidated():  # every rank takes part; rank 0 writes

@@ -15,6 +15,7 @@ import onnx
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from onnx import TensorProto
 
+from ..export.packed_attention import BOUNDARIES, POSITIONS
 from .settings import Settings
 
 BYTES = 256  # the vocabulary of a model without a tokenizer: token ids are bytes
@@ -48,10 +49,13 @@ class ModelSource(Protocol):
     def export(self, settings: Settings) -> onnx.ModelProto:
         """The model with its loss, for ``generate_artifacts``."""
 
+    def input_names(self) -> list[str]:
+        """The names of the exported model's token inputs (``labels`` takes the labels)."""
+
     def describe(self) -> str:
         """What the training line adds about the model (how it is stored)."""
 
-    def outputs(self) -> list[str]:
+    def outputs(self, settings: Settings) -> list[str]:
         """The files the trained model is written as in ``--out`` (none for an export)."""
 
     def write(self, parameters: dict[str, np.ndarray], out: Path) -> list[str]:
@@ -87,7 +91,10 @@ def at_run_shape(model: onnx.ModelProto, settings: Settings) -> onnx.ModelProto:
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     for value in fixed.graph.input:
-        if value.type.tensor_type.elem_type in (TensorProto.INT64, TensorProto.INT32):
+        if value.name != BOUNDARIES and value.type.tensor_type.elem_type in (
+            TensorProto.INT64,
+            TensorProto.INT32,
+        ):
             for dim, size in zip(
                 value.type.tensor_type.shape.dim, (settings.batch, settings.seq), strict=False
             ):
@@ -177,13 +184,26 @@ class OnnxExport:
         integers = (TensorProto.INT64, TensorProto.INT32)
         for value in self._inputs():
             dims = _dims(value)
-            if value.type.tensor_type.elem_type not in integers or (dims is not None and len(dims) != 2):
+            rank = 1 if value.name == BOUNDARIES else 2
+            if value.type.tensor_type.elem_type not in integers or (dims is not None and len(dims) != rank):
                 raise ModelError(
                     f"{self.path}: input '{value.name}' is not a [batch, sequence] tensor of token ids: train "
-                    "feeds the token window to every input (a causal LM's input_ids and labels)"
+                    "feeds the token window to every input (a causal LM's input_ids and labels; with --pack, "
+                    f"position_ids, and {BOUNDARIES} the documents' boundaries)"
                 )
 
     def check(self, settings: Settings) -> None:
+        if settings.lora:
+            raise ModelError(
+                f"{self.path}: LoRA (--lora-r, --adapter) wraps a Hugging Face directory's model with PEFT; "
+                "this is an ONNX export (export_torch a peft model, and generate_artifacts trains its adapters)"
+            )
+        missing = [n for n in (POSITIONS, BOUNDARIES) if n not in self.input_names()]
+        if settings.pack and missing:
+            raise ModelError(
+                f"--pack: {self.path} has no input {' nor '.join(map(repr, missing))}: per-document attention "
+                "needs an export that takes them (train a Hugging Face directory with --pack, which exports one)"
+            )
         for value in self._inputs():
             if fixed_elsewhere(value, settings):
                 raise ModelError(
@@ -204,13 +224,16 @@ class OnnxExport:
     def load(self, say: Callable[[str], None]) -> None:
         pass
 
+    def input_names(self) -> list[str]:
+        return [v.name for v in self._inputs()]
+
     def export(self, settings: Settings) -> onnx.ModelProto:
         return onnx.load(self.path)
 
     def describe(self) -> str:
         return ""
 
-    def outputs(self) -> list[str]:
+    def outputs(self, settings: Settings) -> list[str]:
         return []
 
     def write(self, parameters: dict[str, np.ndarray], out: Path) -> list[str]:

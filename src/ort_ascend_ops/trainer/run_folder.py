@@ -118,7 +118,7 @@ class RunFolder:
                 f"--out {out} holds a run ({source.kind} {source.identity}{self._steps()}): --resume goes on with "
                 "it, --overwrite replaces it, or choose another --out"
             )
-        found = [name for name in source.outputs() if (out / name).exists()]
+        found = [name for name in source.outputs(settings) if (out / name).exists()]
         if found:
             raise SettingsError(
                 f"--out {out} holds a model ({', '.join(found)}) the run's would replace: --overwrite replaces "

@@ -22,6 +22,7 @@ from ..training.api.data_parallel import COLLECTIVE_TIMEOUT
 from ..training.api.lr_scheduler import SCHEDULES
 from ..training.optim import AdamW
 from ..training.precision import PRECISIONS
+from .chat_data import LOSS_ON
 
 
 class SettingsError(ValueError):
@@ -142,6 +143,52 @@ class Settings:
         rule=at_least(1),
         resume="command",
     )
+    loss_on: str = option(
+        "assistant",
+        "with chat examples (.jsonl of 'messages', or 'prompt' and 'completion'), the tokens the loss is taken on: "
+        "the assistant's (the completion's), as TRL's assistant_only_loss, or all of them",
+        choices=LOSS_ON,
+        resume="run",
+    )
+    pack: bool = option(
+        False,
+        "several examples (or documents) in each --seq window, each attending to itself alone with its positions "
+        "from 0 (FlashAttentionScore over their lengths, no [seq, seq] mask), instead of one example a padded row "
+        "(or windows across documents)",
+    )
+    lora_r: int | None = option(
+        None,
+        "train LoRA adapters of this rank (PEFT's LoraConfig r) on the frozen weights of a Hugging Face directory, "
+        "written to --out as a PEFT adapter directory (default: train every weight)",
+        rule=at_least(1),
+    )
+    lora_alpha: int | None = option(
+        None,
+        "LoRA's scale numerator: the update is alpha / r times B A (PEFT's default: 8)",
+        rule=at_least(1),
+    )
+    lora_dropout: float | None = option(
+        None,
+        "dropout on the LoRA branch's input (PEFT's default: 0)",
+        rule=Rule(lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
+    )
+    lora_target: tuple[str, ...] | None = option(
+        None,
+        "the modules that take adapters: names (or name suffixes) of linear layers, or all-linear "
+        "(PEFT's default: its choice for the architecture, q_proj and v_proj for Llama)",
+        many=True,
+    )
+    adapter: str | None = option(
+        None,
+        "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors) of this model to go on "
+        "training; its r, alpha, dropout and targets, which --lora-* options must not contradict",
+    )
+    merge: bool = option(
+        False,
+        "with LoRA, also write the base model with the adapters merged into its weights as a Hugging Face "
+        "directory in --out/merged",
+        resume="command",
+    )
     out: str = option(
         "train-output",
         "the run's folder: artifacts, checkpoint, losses.csv, the loss curve (and the trained Hugging Face "
@@ -212,10 +259,21 @@ class Settings:
                 )
             if meta["rule"] is not None and not meta["rule"].holds(value):
                 raise SettingsError(f"{flag(field.name)} must be {meta['rule'].says}, got {value!r}")
+        lora = [n for n in ("lora_alpha", "lora_dropout", "lora_target") if getattr(self, n) is not None]
+        if lora and self.lora_r is None and self.adapter is None:
+            raise SettingsError(f"{flag(lora[0])} sets up LoRA, which needs --lora-r (or --adapter)")
+        if self.merge and self.lora_r is None and self.adapter is None:
+            raise SettingsError(
+                "--merge merges LoRA adapters into the model, which needs --lora-r (or --adapter)"
+            )
         if self.warmup_steps is not None and self.warmup_steps > self.steps:
             raise SettingsError(
                 f"--warmup-steps must be at most --steps ({self.steps}), got {self.warmup_steps}"
             )
+
+    @property
+    def lora(self) -> bool:
+        return self.lora_r is not None or self.adapter is not None
 
     @property
     def warmup(self) -> int:
@@ -234,7 +292,9 @@ class Settings:
         ``processes`` that each take ``--batch`` sequences of a step."""
         values = {f.name: getattr(self, f.name) for f in options() if f.metadata["resume"] != "command"}
         values["warmup_steps"] = self.warmup
-        values["data"] = list(self.data) if self.data is not None else None
+        for field in options():
+            if field.metadata["many"] and field.name in values and values[field.name] is not None:
+                values[field.name] = list(values[field.name])
         values["processes"] = processes
         return values
 
@@ -253,7 +313,7 @@ class Settings:
             if name == "batch":
                 taken |= self._batch_of(theirs * int(recorded.get("processes", 1)), processes, where)
             elif not self.was_given(name):
-                taken[name] = tuple(theirs) if name == "data" and theirs is not None else theirs
+                taken[name] = tuple(theirs) if field.metadata["many"] and theirs is not None else theirs
             elif kind == "same" and ours[name] != theirs:
                 raise SettingsError(
                     f"{flag(name)} {ours[name]} cannot resume {where}, whose run was trained with {flag(name)} "
@@ -332,6 +392,7 @@ def from_arguments(namespace: argparse.Namespace) -> Settings:
     defaults for the rest."""
     names = {f.name for f in options()}
     given = {name: value for name, value in vars(namespace).items() if name in names}
-    if given.get("data") is not None:
-        given["data"] = tuple(given["data"])
+    for field in options():
+        if field.metadata["many"] and given.get(field.name) is not None:
+            given[field.name] = tuple(given[field.name])
     return Settings(**given, given=frozenset(given))

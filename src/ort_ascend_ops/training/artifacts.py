@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper, version_converter
 
 from ..autodiff import GradientError, build_training_model, depends_on
 from ..autodiff.recompute import MODES as RECOMPUTE_MODES
-from ..export import parameter_names
+from ..export import FROZEN, parameter_names
 from ..fusion import fuse as fuse_patterns
 from ..reference._opset import MIN_ONNX_OPSET
 from .checkpoint import SUFFIX, Contents, write
@@ -170,9 +170,14 @@ def split_parameters(model, requires_grad=None, frozen_params=None) -> tuple[lis
     """The trainable and the frozen parameters. By default the trainable ones are the module's
     parameters ``export_torch`` recorded, or else every floating-point initializer of more than
     one element (a scalar initializer is usually a constant of the graph) but BatchNormalization's
-    running statistics."""
+    running statistics; the frozen ones are those it recorded with ``requires_grad`` off (a
+    ``peft`` model's base weights), but any named trainable."""
     floats = _float_initializers(model)
-    frozen = list(frozen_params or [])
+    if frozen_params is None:
+        named = set(requires_grad or ())
+        frozen = [n for n in parameter_names(model, FROZEN) or () if n not in named]
+    else:
+        frozen = list(frozen_params)
     if requires_grad is None:
         recorded = parameter_names(model)
         if recorded is None:

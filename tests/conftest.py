@@ -80,3 +80,20 @@ def emulator():
     yield controls
     assert (controls.aclemu_live_tensors(), controls.aclemu_live_executors()) == (0, 0)
     controls.aclemu_reset()
+
+
+@pytest.fixture
+def command(capsys):
+    """The command line's ``main`` in this process, where a child process would only add seconds
+    of start-up (the tests that kill, limit or time a run keep their child): ``command("train",
+    ...)`` gives the exit code (argparse's refusals included) and what it wrote to stderr."""
+    from ort_ascend_ops.__main__ import main
+
+    def run(*args) -> tuple[int, str]:
+        try:
+            code = main([*map(str, args)])
+        except SystemExit as e:
+            code = e.code
+        return code, capsys.readouterr().err
+
+    return run

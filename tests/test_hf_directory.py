@@ -208,33 +208,27 @@ BROKEN = [
 
 @pytest.mark.parametrize("how", BROKEN)
 def test_a_broken_directory_is_refused_naming_the_file_and_nothing_is_written(
-    how, directory, tmp_path, capsys
+    how, directory, tmp_path, command
 ):
-    """In this process, through the command line's ``main`` (the child processes above run the
-    same code as a command)."""
     import shutil
-
-    from ort_ascend_ops.__main__ import main
 
     broken = tmp_path / "broken"
     shutil.copytree(directory, broken)
     word = _breaks(broken, how)
     out = tmp_path / "out"
-    assert main(["train", *map(str, train_args(broken, out))]) == 2
-    err = capsys.readouterr().err
-    assert word in err and "Traceback" not in err, err
+    code, err = command("train", *train_args(broken, out))
+    assert code == 2 and word in err and "Traceback" not in err, err
     assert not out.exists()
 
 
-def test_data_too_short_or_empty_is_refused(directory, tmp_path):
+def test_data_too_short_or_empty_is_refused(directory, tmp_path, command):
     short = tmp_path / "short.txt"
     short.write_text("too short")
-    result = cli(directory, "--data", short, "--seq", SEQ, "--out", tmp_path / "out")
-    assert result.returncode == 2 and "too little text" in result.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text('{"title": "no text field"}\n')
-    result = cli(directory, "--data", empty, "--seq", SEQ, "--out", tmp_path / "out")
-    assert result.returncode == 2 and "needs a string field 'text'" in result.stderr
+    for data, rule in ((short, "too little text"), (empty, "needs a string field 'text'")):
+        code, err = command("train", directory, "--data", data, "--seq", SEQ, "--out", tmp_path / "out")
+        assert code == 2 and rule in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
 
 
@@ -382,39 +376,39 @@ def test_a_model_past_two_gigabytes_trains_and_comes_back(tmp_path):
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
 
 
-def test_out_is_never_the_input_directory(directory, tmp_path):
+def test_out_is_never_the_input_directory(directory, tmp_path, command):
     import shutil
 
     source = tmp_path / "model"
     shutil.copytree(directory, source)
     before = sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir())
-    result = cli(*train_args(source, source, "--steps", 1))
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert f"--out {source} holds the input model" in result.stderr
+    code, err = command("train", *train_args(source, source, "--steps", 1))
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert f"--out {source} holds the input model" in err
     assert sorted((p.name, p.stat().st_mtime_ns) for p in source.iterdir()) == before
 
 
-def test_an_export_never_resumes_a_directorys_run_nor_the_reverse(directory, trained, tmp_path):
+def test_an_export_never_resumes_a_directorys_run_nor_the_reverse(directory, trained, tmp_path, command):
     from ort_ascend_ops.examples import byte_llama
 
     out, _ = trained
     before = sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir())
-    export = cli(byte_llama.model_path(), "--out", out, "--resume", "--batch", 2, "--seq", 32)
-    assert export.returncode == 2 and "holds the run of another model" in export.stderr, export.stderr[-2000:]
-    assert "Hugging Face directory" in export.stderr and "ONNX export" in export.stderr
+    code, err = command("train", byte_llama.model_path(), "--out", out, "--resume", "--batch", 2, "--seq", 32)
+    assert code == 2 and "holds the run of another model" in err, err[-2000:]
+    assert "Hugging Face directory" in err and "ONNX export" in err
     assert sorted((p.name, p.stat().st_mtime_ns) for p in out.iterdir()) == before
     onnx_run = tmp_path / "onnx-run"
     assert (
-        cli(byte_llama.model_path(), "--out", onnx_run, "--steps", 1, "--batch", 2, "--seq", 32).returncode
+        command("train", byte_llama.model_path(), "--out", onnx_run, "--steps", 1, "--batch", 2, "--seq", 32)[
+            0
+        ]
         == 0
     )
-    reverse = cli(*train_args(directory, onnx_run, "--resume"))
-    assert reverse.returncode == 2 and "holds the run of another model" in reverse.stderr, reverse.stderr[
-        -2000:
-    ]
+    code, err = command("train", *train_args(directory, onnx_run, "--resume"))
+    assert code == 2 and "holds the run of another model" in err, err[-2000:]
 
 
-def test_an_encoder_is_refused_as_it_is_no_causal_lm(tmp_path):
+def test_an_encoder_is_refused_as_it_is_no_causal_lm(tmp_path, command):
     """BERT with a decoder head (``BertLMHeadModel``) but no ``is_decoder``: its attention sees the
     whole sequence, so the causal-LM loss would train it to read the next token."""
     source = tmp_path / "bert"
@@ -422,14 +416,14 @@ def test_an_encoder_is_refused_as_it_is_no_causal_lm(tmp_path):
         vocab_size=300, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=48
     )
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(source)
-    result = cli(*train_args(source, tmp_path / "out", "--steps", 1))
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert "is not a causal language model" in result.stderr and str(source) in result.stderr
+    code, err = command("train", *train_args(source, tmp_path / "out", "--steps", 1))
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert "is not a causal language model" in err and str(source) in err
     assert not (tmp_path / "out").exists()
     decoder = tmp_path / "bert-decoder"  # is_decoder: causal attention, trained
     config.is_decoder = True
     transformers.AutoModelForCausalLM.from_config(config).save_pretrained(decoder)
-    assert cli(*train_args(decoder, tmp_path / "out2", "--steps", 1)).returncode == 0
+    assert command("train", *train_args(decoder, tmp_path / "out2", "--steps", 1))[0] == 0
 
 
 _PEAK = """
@@ -461,11 +455,11 @@ def test_a_vocab_size_typo_is_refused_before_the_embedding_is_allocated(director
     assert not (tmp_path / "out").exists()
 
 
-def test_a_sequence_past_the_models_positions_is_refused(directory, tmp_path):
+def test_a_sequence_past_the_models_positions_is_refused(directory, tmp_path, command):
     positions = json.loads((directory / "config.json").read_text())["max_position_embeddings"]
-    result = cli(*train_args(directory, tmp_path / "out", "--seq", positions + 1))
-    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert f"--seq {positions + 1} is past them" in result.stderr
+    code, err = command("train", *train_args(directory, tmp_path / "out", "--seq", positions + 1))
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert f"--seq {positions + 1} is past them" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -598,8 +598,9 @@ def test_a_checkpoint_is_written_tensor_by_tensor_without_copies(tmp_path):
     assert tensors["optimizer/exp_avg_sq/w"][-1] == 3.0 and tensors["w"][0] == 1.0
 
 
-# The API's refusals where torch refuses, in a child process as a user's script meets them: each
-# case on a fresh Module over one set of artifacts, its error's first line printed after the case.
+# The API's refusals where torch refuses, in a child process as a user's script meets them: the
+# cases one after another on one Module (a refusal leaves it usable: a valid step follows each),
+# each case's error printed after it.
 _REFUSALS = """
 import sys, tempfile
 import numpy as np
@@ -609,12 +610,12 @@ from ort_ascend_ops.training.artifacts import OptimType, generate_artifacts
 
 paths = generate_artifacts(byte_llama.model_path(), optimizer=OptimType.AdamW, artifact_directory=tempfile.mkdtemp())
 engine, threads, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+state = CheckpointState.load_checkpoint(paths["checkpoint"])
+module = Module(paths["training"], state, paths["eval"], threads=threads, native=engine == "native")
+optimizer = Optimizer(paths["optimizer"], module)
+valid = np.random.default_rng(0).integers(0, 256, (2, 16))
 for case in cases:
-    state = CheckpointState.load_checkpoint(paths["checkpoint"])
-    module = Module(paths["training"], state, paths["eval"], threads=threads, native=engine == "native")
-    optimizer = Optimizer(paths["optimizer"], module)
-    ids = np.random.default_rng(0).integers(0, 256, (2, 16))
-    labels = ids.copy()
+    ids, labels = valid.copy(), valid.copy()
     try:
         if case.startswith("lr"):
             optimizer.set_learning_rate(float(case.split()[1]))
@@ -625,6 +626,7 @@ for case in cases:
         print(case, "| accepted")
     except Exception as error:
         print(case, "|", type(error).__name__, str(error).replace(chr(10), " "))
+    assert np.isfinite(module(valid, valid)), case
 """
 REFUSALS = {
     "lr nan": "set_learning_rate: the learning rate must be finite and >= 0, got nan",

@@ -351,18 +351,7 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
     prompt = tokenizer("def ", return_tensors="pt").input_ids
     with torch.no_grad():
         generated = reloaded.generate(prompt, max_new_tokens=16, do_sample=False)
-        windows = [
-            corpus.rows("held_out", i, HF_BATCH, HF_SEQ, seed).feeds(["input_ids", "labels"])
-            for i in range(settings.eval_batches)
-        ]
-        theirs = float(
-            np.mean(
-                [
-                    reloaded(input_ids=torch.from_numpy(w), labels=torch.from_numpy(lab)).loss
-                    for w, lab in windows
-                ]
-            )
-        )
+        theirs = _torch_held_out_loss(reloaded, corpus, settings, seed, HF_SEQ)
     ours = history.evals()[-1][1]
     _say(f"  loss {losses[0]:.3f} -> {losses[-1]:.3f} (ln 1024 = {np.log(1024):.3f}); held out: ours {ours:.4f}, "
          f"the reloaded model in PyTorch {theirs:.4f}")  # fmt: skip
@@ -374,6 +363,20 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
             f"hf_directory: our held-out loss {ours:.5f} is not the reloaded model's {theirs:.5f}"
         )
     return {"loss": (losses[0], losses[-1])}, failures
+
+
+def _torch_held_out_loss(model, corpus, settings, seed: int, seq: int) -> float:
+    """``model``'s mean loss in PyTorch over the held-out rows our eval model measured; packed rows
+    carry their positions, off whose restarts transformers reads the documents' boundaries, as we do."""
+    import torch
+
+    losses = []
+    for i in range(settings.eval_batches):
+        rows = corpus.rows("held_out", i, HF_BATCH, seq, seed)
+        names = ["input_ids", "labels"] + (["position_ids"] if rows.positions is not None else [])
+        feeds = dict(zip(names, rows.feeds(names), strict=True))
+        losses.append(float(model(**{n: torch.from_numpy(v) for n, v in feeds.items()}).loss))
+    return float(np.mean(losses))
 
 
 def _demo_lora(steps: int, seed: int, threads: int | None, out: Path):
@@ -405,15 +408,7 @@ def _demo_lora(steps: int, seed: int, threads: int | None, out: Path):
     reloaded = peft.PeftModel.from_pretrained(base, adapter).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(adapter)
     with torch.no_grad():
-        rows = [
-            outcome.corpus.rows("held_out", i, HF_BATCH, LORA_SEQ, seed) for i in range(settings.eval_batches)
-        ]
-        # transformers reads the documents' boundaries off the restarting positions, as we do.
-        theirs = float(np.mean([
-            reloaded(**{k: torch.from_numpy(v) for k, v in
-                        zip(("input_ids", "labels", "position_ids"), (r.ids, r.labels, r.positions), strict=True)}).loss
-            for r in rows
-        ]))  # fmt: skip
+        theirs = _torch_held_out_loss(reloaded, outcome.corpus, settings, seed, LORA_SEQ)
         question = [{"role": "user", "content": "What is 21 + 14?"}]
         prompt = tokenizer.apply_chat_template(
             question, add_generation_prompt=True, return_tensors="pt", return_dict=True

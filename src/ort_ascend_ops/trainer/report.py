@@ -20,9 +20,10 @@ def peak_rss_mb() -> float:
 class Progress:
     """One line redrawn in place on a terminal, else a line every tenth of the run."""
 
-    def __init__(self, total: int, stream=sys.stdout):
-        self.total, self.stream = total, stream
-        self.tty = stream.isatty()
+    def __init__(self, total: int, stream=None):
+        # sys.stdout as it is now, not as it was at import (a notebook or pytest replaces it).
+        self.total, self.stream = total, sys.stdout if stream is None else stream
+        self.tty = self.stream.isatty()
 
     def update(
         self,

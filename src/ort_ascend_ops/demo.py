@@ -356,13 +356,19 @@ def _demo_hf_directory(steps: int, seed: int, threads: int | None, out: Path):
     _say(f"  loss {losses[0]:.3f} -> {losses[-1]:.3f} (ln 1024 = {np.log(1024):.3f}); held out: ours {ours:.4f}, "
          f"the reloaded model in PyTorch {theirs:.4f}")  # fmt: skip
     _say(f"  generated: {tokenizer.decode(generated[0])!r}")
-    if not losses[-1] < losses[0] - 1.0:
-        failures.append(f"hf_directory: the loss went {losses[0]:.3f} -> {losses[-1]:.3f}, not down by 1")
-    if not abs(ours - theirs) <= 1e-4 * theirs:
-        failures.append(
-            f"hf_directory: our held-out loss {ours:.5f} is not the reloaded model's {theirs:.5f}"
-        )
+    failures += _trained_failures("hf_directory", losses, ours, theirs, "the reloaded model's")
     return {"loss": (losses[0], losses[-1])}, failures
+
+
+def _trained_failures(section: str, losses, ours: float, theirs: float, whose: str) -> list[str]:
+    """A Hugging Face section's failures: its loss not down by 1, our held-out loss not ``whose``
+    in PyTorch (``theirs``) within 1e-4."""
+    failures = []
+    if not losses[-1] < losses[0] - 1.0:
+        failures.append(f"{section}: the loss went {losses[0]:.3f} -> {losses[-1]:.3f}, not down by 1")
+    if not abs(ours - theirs) <= 1e-4 * theirs:
+        failures.append(f"{section}: our held-out loss {ours:.5f} is not {whose} {theirs:.5f}")
+    return failures
 
 
 def _torch_held_out_loss(model, corpus, settings, seed: int, seq: int) -> float:
@@ -420,10 +426,7 @@ def _demo_lora(steps: int, seed: int, threads: int | None, out: Path):
     _say(f"  loss {losses[0]:.3f} -> {losses[-1]:.3f}; held out: ours {ours:.4f}, PEFT's reloaded adapter in PyTorch "
          f"{theirs:.4f}")  # fmt: skip
     _say(f"  asked {question[0]['content']!r}, the adapted model answers {tokenizer.decode(answer)!r}")
-    if not losses[-1] < losses[0] - 1.0:
-        failures.append(f"lora: the loss went {losses[0]:.3f} -> {losses[-1]:.3f}, not down by 1")
-    if not abs(ours - theirs) <= 1e-4 * theirs:
-        failures.append(f"lora: our held-out loss {ours:.5f} is not PEFT's reloaded adapter's {theirs:.5f}")
+    failures += _trained_failures("lora", losses, ours, theirs, "PEFT's reloaded adapter's")
     return {"loss": (losses[0], losses[-1])}, failures
 
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import statistics
 import sysconfig
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import cpu, report, training_memory
+from . import report, training_memory
 
 STEPS = 3  # one warm-up
 LORA: dict[str, Any] = {"r": 16, "lora_alpha": 32, "target_modules": "all-linear"}
@@ -211,10 +210,7 @@ def main(
     names: list[str], quick: bool, command: str, json_path: str | None, markdown_path: str | None
 ) -> int:
     names = names or list(SPECS)
-    machine = report.machine()
-    threads = machine["cores"]
-    date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    header = f"`{command}` ({date}; {cpu.summary(machine['cpu'])}; {threads} cores, {threads} threads)"
+    header, date, threads = report.run_heading(command)
     _say(header)
     results = {}
     with tempfile.TemporaryDirectory(prefix="fine_tuning_") as tmp:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cpu, report, training_memory
+from . import report, training_memory
 from .training_step import build_model
 
 LOSS_CHUNK = 1024  # tokens per chunk of the loss (MindSpeed's default chunk is 1024 too)
@@ -156,10 +156,7 @@ def main(
     names: list[str], quick: bool, command: str, json_path: str | None, markdown_path: str | None
 ) -> int:
     names = names or list(CONFIGS)
-    machine = report.machine()
-    threads = machine["cores"]
-    date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    header = f"`{command}` ({date}; {cpu.summary(machine['cpu'])}; {threads} cores, {threads} threads)"
+    header, date, threads = report.run_heading(command)
     _say(header)
     lines = [header, ""]
     results = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
@@ -61,6 +62,19 @@ def machine() -> dict:
         "python": platform.python_version(),
         "versions": {name: _version(name) for name in packages},
     }
+
+
+def run_heading(command: str) -> tuple[str, str, int]:
+    """A whole-run bench's first line (its command, date and machine), the date, and the threads
+    it runs at (every core)."""
+    found = machine()
+    threads = found["cores"]
+    date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return (
+        f"`{command}` ({date}; {cpu.summary(found['cpu'])}; {threads} cores, {threads} threads)",
+        date,
+        threads,
+    )
 
 
 def write_run(

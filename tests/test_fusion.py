@@ -448,3 +448,84 @@ def test_an_indexer_mask_gathered_out_of_range_is_left_alone_without_an_error():
     for offset, node in enumerate([index, gather]):
         model.graph.node.insert(position + offset, node)
     assert not ours(fuse(model))
+
+
+# Gated MLPs over h [B, S, H] with intermediate I.
+I = 6  # noqa: E741
+
+
+@script()
+def separate_mlp(h: FLOAT[B, S, H], wg: FLOAT[I, H], wu: FLOAT[I, H]) -> FLOAT[B, S, I]:
+    gate = op.MatMul(h, op.Transpose(wg, perm=[1, 0]))
+    up = op.MatMul(h, op.Transpose(wu, perm=[1, 0]))
+    return op.Mul(op.Mul(gate, op.Sigmoid(gate)), up)
+
+
+@script()
+def separate_mlp_plain_weights(h: FLOAT[B, S, H], wg: FLOAT[H, I], wu: FLOAT[H, I]) -> FLOAT[B, S, I]:
+    gate = op.MatMul(h, wg)
+    up = op.MatMul(h, wu)
+    return op.Mul(up, op.Mul(op.Sigmoid(gate), gate))
+
+
+@script()
+def merged_mlp(h: FLOAT[B, S, H], w: FLOAT[H, 2 * I]) -> FLOAT[B, S, I]:
+    gate, up = op.Split(op.MatMul(h, w), axis=-1, num_outputs=2)
+    return op.Mul(op.Mul(gate, op.Sigmoid(gate)), up)
+
+
+@script()
+def gated_values(gate: FLOAT16[B, S, I], up: FLOAT16[B, S, I]) -> FLOAT16[B, S, I]:
+    return op.Mul(op.Mul(gate, op.Sigmoid(gate)), up)
+
+
+@script()
+def sigmoid_of_another(gate: FLOAT[B, S, I], other: FLOAT[B, S, I], up: FLOAT[B, S, I]) -> FLOAT[B, S, I]:
+    return op.Mul(op.Mul(gate, op.Sigmoid(other)), up)
+
+
+@script()
+def broadcast_up(gate: FLOAT[B, S, I], up: FLOAT[I]) -> FLOAT[B, S, I]:
+    return op.Mul(op.Mul(gate, op.Sigmoid(gate)), up)
+
+
+def _mlp_inputs(function, rng):
+    shapes = {"h": (B, S, H), "wg": (I, H), "wu": (I, H), "w": (H, 2 * I), "gate": (B, S, I)}
+    shapes |= {"up": (B, S, I), "other": (B, S, I)}
+    inputs = {}
+    for p in function.to_function_proto().input:
+        shape = shapes[p] if function is not separate_mlp_plain_weights or p == "h" else (H, I)
+        if function is broadcast_up and p == "up":
+            shape = (I,)
+        dtype = np.float16 if function is gated_values else np.float32
+        inputs[p] = rng.standard_normal(shape).astype(dtype)
+    return inputs
+
+
+MLPS = [  # (function, the product count after fusion)
+    (separate_mlp, 1),
+    (separate_mlp_plain_weights, 1),
+    (merged_mlp, 1),
+    (gated_values, 0),
+]
+
+
+@pytest.mark.parametrize("function, products", MLPS, ids=[m[0].name for m in MLPS])
+@pytest.mark.parametrize("native", [True, False], ids=["native", "portable"])
+def test_gated_mlp_spellings_become_swi_glu(function, products, native, rng):
+    model = function.to_model_proto(opset_version=18)
+    fused = fuse(model)
+    assert ours(fused) == {"SwiGlu": 1}
+    assert sum(n.op_type == "MatMul" for n in fused.graph.node) == products
+    onnx.checker.check_model(fused, full_check=True)
+    inputs = _mlp_inputs(function, rng)
+    (want,) = run(model, inputs, native=False)
+    (out,) = run(fused, inputs, native)
+    tol = 1e-6 if out.dtype == np.float32 else 2e-3
+    assert out.dtype == want.dtype
+    assert np.linalg.norm(out.astype(np.float64) - want) / np.linalg.norm(want) < tol
+
+
+@pytest.mark.parametrize("function", [sigmoid_of_another, broadcast_up], ids=lambda f: f.name)
+def test_near_miss_gated_mlps_are_left_alone(function):
+    assert ours(fuse(function.to_model_proto(opset_version=18))) == {}

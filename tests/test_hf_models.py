@@ -28,8 +28,9 @@ GRAD_OPS = {
     "RmsNormGrad": hf.NORMS,
     "RotaryPositionEmbeddingGrad": hf.ROTATED,
     "FlashAttentionScoreGrad": hf.ATTENTIONS,
+    "SwiGluGrad": hf.MLPS,
 }
-BFLOAT16_TOLERANCE = 2.5e-2
+BFLOAT16_TOLERANCE = 3e-2
 
 
 @functools.cache
@@ -89,9 +90,14 @@ def test_bfloat16_gradients_equal_torch_autograd(native):
     model = build_training_model(exported(f"{case.name}_bf16"), "loss", parameters_of(data))
     assert grad_ops(model) == GRAD_OPS
     results = outputs_of(model, inputs_of(data), native)
+    # Both sides round to bfloat16, each in its own places (SwiGlu rounds once where torch rounds
+    # the SiLU and the product): next to torch's float32 gradients, ours must be no further off.
+    fp32 = expected(hf.gradients_name(case.arch, case.loss, 2))
     for p in parameters_of(data):
-        assert (
-            relative_error(results[f"{p}_grad"].astype(np.float32), data[f"grad/{p}"]) < BFLOAT16_TOLERANCE
+        ours = results[f"{p}_grad"].astype(np.float32)
+        assert relative_error(ours, data[f"grad/{p}"]) < BFLOAT16_TOLERANCE, p
+        assert relative_error(ours, fp32[f"grad/{p}"]) <= relative_error(
+            data[f"grad/{p}"], fp32[f"grad/{p}"]
         ), p
 
 
@@ -107,6 +113,7 @@ def test_fuse_keeps_the_outputs(case):
         "RmsNorm": hf.NORMS,
         "RotaryPositionEmbedding": hf.ROTATED,
         "FlashAttentionScore": hf.ATTENTIONS,
+        "SwiGlu": hf.MLPS,
     }
     onnx.checker.check_model(fused, full_check=True)
     inputs = inputs_of(expected(hf.gradients_name(case.arch, case.loss, 2)))

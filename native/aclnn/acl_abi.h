@@ -100,6 +100,10 @@ using RmsNormGradPrepare = aclnnStatus (*)(const aclTensor* dy, const aclTensor*
                                            const aclTensor* gamma, const aclTensor* dx_out,
                                            const aclTensor* dgamma_out, uint64_t* workspace_size,
                                            aclOpExecutor** executor);
+using SwiGluPrepare = aclnnStatus (*)(const aclTensor* x, int64_t dim, const aclTensor* out, uint64_t* workspace_size,
+                                      aclOpExecutor** executor);
+using SwiGluGradPrepare = aclnnStatus (*)(const aclTensor* y_grad, const aclTensor* x, int64_t dim,
+                                          const aclTensor* out, uint64_t* workspace_size, aclOpExecutor** executor);
 using RotaryPositionEmbeddingPrepare = aclnnStatus (*)(const aclTensor* x, const aclTensor* cos, const aclTensor* sin,
                                     int64_t mode, const aclTensor* out, uint64_t* workspace_size,
                                     aclOpExecutor** executor);

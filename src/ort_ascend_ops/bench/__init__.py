@@ -14,6 +14,8 @@ from . import (
     rms_norm_grad,
     rotary_position_embedding,
     rotary_position_embedding_grad,
+    swi_glu,
+    swi_glu_grad,
 )
 
 # The registration table: bench name -> module with ``cases(quick, dtypes)`` (a list of cases'
@@ -29,6 +31,8 @@ BENCHES = {
     "flash_attention_score": flash_attention_score,
     "flash_attention_score_grad": flash_attention_score_grad,
     "non_finite_check_and_unscale": non_finite_check_and_unscale,
+    "swi_glu": swi_glu,
+    "swi_glu_grad": swi_glu_grad,
 }
 # Short names for the command line.
 ALIASES = {

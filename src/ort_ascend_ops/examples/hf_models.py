@@ -34,6 +34,7 @@ SIZES = dict(
 NORMS = 2 * SIZES["num_hidden_layers"] + 1
 ROTATED = 2 * SIZES["num_hidden_layers"]
 ATTENTIONS = SIZES["num_hidden_layers"]
+MLPS = SIZES["num_hidden_layers"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,13 +21,15 @@ from .flash_attention_score import FLASH_ATTENTION_RULES
 from .lightning_indexer import LIGHTNING_INDEXER_RULES
 from .rms_norm import RMS_NORM_RULES
 from .rotary_position_embedding import ROTARY_RULES
+from .swi_glu import SWI_GLU_RULES
 
 logger = logging.getLogger(__name__)
 
 # Norms first: a rotary pattern never contains one, and its cos/sin checks then see final shapes.
 # Attention last: its q and k are then the rotary op's outputs.
 _RULES = pattern.RewriteRuleSet(
-    [*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES, *FLASH_ATTENTION_RULES], commute=True
+    [*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES, *FLASH_ATTENTION_RULES, *SWI_GLU_RULES],
+    commute=True,
 )
 
 

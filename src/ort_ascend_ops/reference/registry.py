@@ -32,6 +32,9 @@ from .rotary_position_embedding import RotaryPositionEmbedding
 from .rotary_position_embedding_grad import RotaryGradDx, RotaryPositionEmbeddingGrad, RotarySums
 from .rotary_position_embedding_layout import RotaryLayout, RotatedViews, RowView
 from .rotary_position_embedding_rules import RotaryRules
+from .swi_glu import SwiGlu
+from .swi_glu_grad import SwiGluGrad
+from .swi_glu_rules import GluRules
 
 # One entry per op, keyed by op name. Each op's function serves every node of it that stock ONNX
 # Runtime can inline (an op with optional inputs tests for them at run time).
@@ -48,6 +51,8 @@ FUNCTIONS: dict[str, OnnxFunction] = {
         FlashAttentionScore,
         FlashAttentionScoreGrad,
         NonFiniteCheckAndUnscale,
+        SwiGlu,
+        SwiGluGrad,
     )
 }
 
@@ -95,6 +100,7 @@ HELPERS: tuple[OnnxFunction, ...] = (
     apply_adam_w_rules.AdamWRules,
     apply_adam_w_rules.TorchDecimal,
     non_finite_check_and_unscale_rules.UnscaleRules,
+    GluRules,
     flash_attention_score_layout.AttentionLayout,
     flash_attention_score_layout.AttentionViews,
     flash_attention_score_layout.AttentionShape,

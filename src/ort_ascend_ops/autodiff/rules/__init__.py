@@ -16,6 +16,7 @@ from . import (
     rms_norm,
     rotary_position_embedding,
     shape,
+    swi_glu,
 )
 
 RULES: dict[tuple[str, str], GradientRule] = {
@@ -24,6 +25,7 @@ RULES: dict[tuple[str, str], GradientRule] = {
     (DOMAIN, "RotaryPositionEmbedding"): rotary_position_embedding.rotary_position_embedding,
     (DOMAIN, "LightningIndexer"): lightning_indexer.lightning_indexer,
     (DOMAIN, "FlashAttentionScore"): flash_attention_score.flash_attention_score,
+    (DOMAIN, "SwiGlu"): swi_glu.swi_glu,
     # Standard ops that our grad ops serve too.
     ("", "RMSNormalization"): rms_norm.rms_normalization,
     ("", "RotaryEmbedding"): rotary_position_embedding.rotary_embedding,

@@ -12,6 +12,7 @@ from .flash_attention_score import (
 from .lightning_indexer import lightning_indexer_grad, lightning_indexer_topk
 from .rms_norm import rms_norm_rstd
 from .rotary_position_embedding import rotary_dx, rotary_y
+from .swi_glu import swi_glu_y
 
 SHAPE_RULES: dict[str, ShapeRule] = {
     "rms_norm_rstd": rms_norm_rstd,
@@ -26,4 +27,5 @@ SHAPE_RULES: dict[str, ShapeRule] = {
     "lightning_indexer_grad_query": lightning_indexer_grad("query"),
     "lightning_indexer_grad_key": lightning_indexer_grad("key"),
     "lightning_indexer_grad_weights": lightning_indexer_grad("weights"),
+    "swi_glu_y": swi_glu_y,
 }

@@ -21,12 +21,13 @@ WIDTHS = {
     "lightning_indexer_grad": {(128, 136)},
     "flash_attention_score": {(128, 136)},
     "flash_attention_score_grad": {(128, 136)},
+    "swi_glu": {(4096, 4160), (8192, 8256)},
+    "swi_glu_grad": {(4096, 4160), (8192, 8256)},
 }
 QUICK = {(4096, 4160), (128, 136)}
 # ApplyAdamW and NonFiniteCheckAndUnscale walk their tensors as one flat array: no row width to
-# fall off a cliff. SwiGlu's rows (two halves apart by the intermediate width) have no pairs in
-# cliffs.py yet.
-FLAT = {"apply_adam_w", "non_finite_check_and_unscale", "swi_glu", "swi_glu_grad"}
+# fall off a cliff.
+FLAT = {"apply_adam_w", "non_finite_check_and_unscale"}
 
 
 @pytest.fixture

@@ -43,6 +43,9 @@ INDEXER_GEOMETRY = {True: (16, 512, 8, 128), False: (32, 8192, 64, 2048)}
 # S1 = S2 = S by quick.
 ATTENTION_WIDTHS = [(128, 136)]
 ATTENTION_S = {True: 256, False: 1024}
+# SwiGlu/Grad: x's width, whose halves lie half of it apart (the gate and up of one row), at the
+# norms' element counts.
+GLU_WIDTHS = [(4096, 4160), (8192, 8256)]
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,12 @@ def pairs(quick: bool, dtypes: Sequence[str]) -> list[Pair]:
         Pair(bench, "", *((ATTENTION_S[quick], d, 0, dtype) for d in widths))
         for bench in ("flash_attention_score", "flash_attention_score_grad")
         for widths in _widths(ATTENTION_WIDTHS, quick)
+        for dtype in dtypes
+    ]
+    plan += [
+        Pair(bench, "", *((round(NORM_ELEMENTS[quick] / cols), cols // 2, dtype) for cols in widths))
+        for bench in ("swi_glu", "swi_glu_grad")
+        for widths in _widths(GLU_WIDTHS, quick)
         for dtype in dtypes
     ]
     return plan

@@ -96,4 +96,6 @@ RULES: dict[tuple[str, str], GradientRule] = {
     ("", "MaxPool"): pool.max_pool,
     ("", "AveragePool"): pool.average_pool,
     ("", "GlobalAveragePool"): pool.global_average_pool,
+    # Standard ops of state-space (Mamba-2) layers.
+    ("", "Einsum"): linalg.einsum,
 }

@@ -823,6 +823,8 @@ def test_pad_with_pads_known_at_run_time(pads, rng):
         # SoftmaxCrossEntropyLoss is split into LogSoftmax and NLL first; the NLL keeps its name.
         (NLL, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
         (SCE, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
+        ("Einsum", {"a": (3, 3)}, {}, {"equation": "ii->i"}, "equation 'ii->i'"),
+        ("Einsum", {"a": (2, 3), "b": (3,)}, {}, {"equation": "...j,j->..."}, "broadcast"),
     ],
     ids=[
         "pad-reflect",
@@ -831,6 +833,8 @@ def test_pad_with_pads_known_at_run_time(pads, rng):
         "gather-nd-batch-dims",
         "nll-weights",
         "sce-weights",
+        "einsum-diagonal",
+        "einsum-ellipsis",
     ],
 )
 def test_gradients_refused_name_the_node(op, shapes, constants, attrs, message, rng):

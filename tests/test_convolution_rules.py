@@ -77,8 +77,8 @@ CONVS = [
     ("2d-same-upper", (2, 3, 7, 6), (5, 3, 4, 2), True, {"auto_pad": "SAME_UPPER"}, [1, 0, 2, 1]),
     ("2d-same-lower-strided", (2, 3, 7, 6), (5, 3, 3, 3), True, {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, [1, 1, 1, 1]),
     ("2d-valid", (1, 2, 5, 5), (3, 2, 2, 2), True, {"auto_pad": "VALID", "strides": [2, 2]}, [0, 0, 0, 0]),
-    ("3d", (1, 2, 5, 6, 7), (3, 2, 2, 3, 2), True, {"strides": [2, 2, 3], "pads": [0, 1, 1, 1, 0, 1]}, [0, 1, 1, 1, 0, 1]),
-    ("3d-grouped-remainders-past-dilation", (2, 6, 11, 5, 4), (6, 2, 3, 1, 2), True, {"group": 3, "strides": [3, 2, 1], "dilations": [3, 1, 1]}, [0] * 6),
+    ("3d-remainder-past-the-kernel", (1, 2, 5, 6, 7), (3, 2, 2, 3, 2), True, {"strides": [2, 2, 3], "pads": [0, 1, 1, 1, 0, 1]}, [0, 1, 1, 1, 0, 1]),
+    ("3d-grouped-dilated", (2, 6, 11, 5, 4), (6, 2, 3, 1, 2), True, {"group": 3, "strides": [3, 2, 1], "dilations": [3, 1, 1]}, [0] * 6),
 ]  # fmt: skip
 
 

@@ -1,10 +1,11 @@
 """Conv, MaxPool, AveragePool, GlobalAveragePool and BatchNormalization against PyTorch autograd:
 single Convs (1-d to 3-d, strides, dilations, pads, auto_pad, groups, depthwise) and pools
-(ties, ceil_mode, count_include_pad both ways); a small convolutional classifier exported by
-export_torch in train() (BatchNorm normalizing by the batch's statistics), and by
-onnxruntime-training's own path (torch.onnx.export in training mode, then generate_artifacts),
-whose eval model normalizes by the running statistics; Mamba's causal depthwise convolution at two
-sequence lengths of one export; and the refusals, which name the node."""
+(ties, ceil_mode, count_include_pad both ways), in float32 and float16; a small convolutional
+classifier exported by export_torch in train() (BatchNorm normalizing by the batch's statistics),
+and by onnxruntime-training's own path (torch.onnx.export in training mode, then
+generate_artifacts), whose eval model normalizes by the running statistics; Mamba's causal
+depthwise convolution at two sequence lengths of one export; and the refusals, which name the
+node."""
 
 import copy
 import io
@@ -137,6 +138,42 @@ for include in (0, 1):
 @pytest.mark.parametrize(("op", "make", "attrs", "pool"), [c[1:] for c in POOLS], ids=[c[0] for c in POOLS])
 def test_pool_matches_torch(op, make, attrs, pool, rng):
     check_against_torch(op, {"x": make(rng).astype(np.float32)}, attrs, pool, rng)
+
+
+HALF_CASES = [
+    ("Conv", {"group": 2, "strides": [2], "pads": [1, 2]}, lambda x, w: F.conv1d(padded(x, [1, 2]), w, stride=2, groups=2)),
+    ("MaxPool", {"kernel_shape": [3], "strides": [2]}, lambda x: F.max_pool1d(x, 3, 2)),
+    ("AveragePool", {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, lambda x: F.avg_pool1d(x, 3, 2, 1, count_include_pad=False)),
+    ("GlobalAveragePool", {}, lambda x: x.mean(-1, keepdim=True)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("op", "attrs", "reference"), HALF_CASES, ids=[c[0] for c in HALF_CASES])
+def test_float16_gradients(op, attrs, reference, rng):
+    """float16 inputs (the rules sum in float32): float16 gradients within a few of float16's
+    roundings (2**-11) of torch's float64 on the same values."""
+    arrays = {"x": rng.standard_normal((4, 4, 64)).astype(np.float16)}
+    if op == "Conv":
+        arrays["w"] = rng.standard_normal((6, 2, 3)).astype(np.float16)
+    tensors = {n: torch.tensor(a, dtype=torch.float64, requires_grad=True) for n, a in arrays.items()}
+    y = reference(*tensors.values())
+    r = rng.standard_normal(tuple(y.shape)).astype(np.float16)
+    (y * torch.tensor(r, dtype=torch.float64)).sum().backward()
+    nodes = [
+        helper.make_node(op, list(arrays), ["y"], **attrs),
+        helper.make_node("Mul", ["y", "r"], ["t"]),
+        helper.make_node("Cast", ["t"], ["t32"], to=FLOAT),
+        helper.make_node("ReduceSum", ["t32"], ["loss"], keepdims=0),
+    ]
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT16, a.shape) for n, a in [*arrays.items(), ("r", r)]
+    ]
+    graph = helper.make_graph(nodes, op, inputs, [helper.make_tensor_value_info("loss", FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)], ir_version=10)
+    results = make_session(build_training_model(model, "loss", list(arrays))).run(arrays | {"r": r})
+    for grad, tensor in zip(results[1:], tensors.values(), strict=True):
+        assert grad.dtype == np.float16
+        close(grad.astype(np.float64), tensor.grad, 2e-3)
 
 
 class Classifier(torch.nn.Module):

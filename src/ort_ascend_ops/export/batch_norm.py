@@ -12,6 +12,8 @@ from __future__ import annotations
 
 
 def translations() -> dict:
+    """torch.onnx's custom translation of ``aten._native_batch_norm_legit_functional``, the op a
+    BatchNorm module's forward is traced as."""
     import torch
     from onnxscript.function_libs.torch_lib.ops import core
     from onnxscript.onnx_opset import opset18 as op

@@ -20,7 +20,7 @@ def static_sizes(b: Backward, node: onnx.NodeProto, x: str, why: str) -> list[in
 
 def conv_geometry(b: Backward, node: onnx.NodeProto, x: str, kernel: list[int]) -> tuple[list[int], ...]:
     """Strides, dilations and explicit pads (begins then ends) of a Conv or pool node, auto_pad
-    resolved: SAME_* pads are x's static sizes' to know."""
+    resolved (SAME_* from x's static sizes)."""
     spatial = len(kernel)
     strides = list(attribute(node, "strides", [1] * spatial))
     dilations = list(attribute(node, "dilations", [1] * spatial))
@@ -42,7 +42,7 @@ def conv_geometry(b: Backward, node: onnx.NodeProto, x: str, kernel: list[int]) 
     return strides, dilations, pads
 
 
-def remainders(b: Backward, node: onnx.NodeProto, x: str, kernel, strides, dilations, pads) -> list[int]:
+def _remainders(b: Backward, node: onnx.NodeProto, x: str, kernel, strides, dilations, pads) -> list[int]:
     """Per spatial axis, how many of x's last positions lie past the last window's reach: the
     output_padding a transposed convolution needs to give back x's size. Strides of 1 leave
     none; others need x's static sizes."""
@@ -64,7 +64,7 @@ def conv(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
         raise GradientError(f"{node_label(node)}: its kernel shape is unknown at build time")
     group = attribute(node, "group", 1)
     strides, dilations, pads = conv_geometry(b, node, x, kernel)
-    leftover = remainders(b, node, x, kernel, strides, dilations, pads)
+    leftover = _remainders(b, node, x, kernel, strides, dilations, pads)
     acc = b.accumulation_type(x)
     g = b.convert(first_grad(grads), b.elem_type(node.output[0]), acc)
     result: Grads = [None] * len(node.input)

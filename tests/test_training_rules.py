@@ -116,6 +116,57 @@ CASES = [
         {"epsilon": 0.1},
         1,
     ),
+    (  # the rest of Conv's and the pools' attributes: tests/test_convolution_rules.py, against torch
+        "conv-strided",  # not grouped: onnx.reference's ConvTranspose reads no group but a depthwise one
+        "Conv",
+        {"x": _normal((2, 4, 5, 6)), "w": _normal((3, 4, 3, 2)), "b": _normal((3,))},
+        {},
+        {"strides": [2, 2], "pads": [1, 0, 1, 1], "dilations": [1, 2]},
+        1,
+    ),
+    (
+        "conv-depthwise-causal",
+        "Conv",
+        {"x": _normal((2, 3, 6)), "w": _normal((3, 1, 3))},
+        {},
+        {"group": 3, "pads": [2, 2]},
+        1,
+    ),
+    (
+        "max-pool",
+        "MaxPool",
+        {"a": _normal((2, 3, 5, 5))},
+        {},
+        {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+        1,
+    ),
+    (
+        "average-pool-ceil",
+        "AveragePool",
+        {"a": _normal((2, 3, 5, 6))},
+        {},
+        # No window starting in the end padding: opset 18's shape inference keeps one, 19's drops it.
+        {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 0, 0], "ceil_mode": 1},
+        1,
+    ),
+    ("global-average-pool", "GlobalAveragePool", {"a": _normal((2, 3, 4, 5))}, {}, {}, 1),
+    (  # Mamba-2's chunked scan: a batched contraction into a new layout
+        "einsum-batched",
+        "Einsum",
+        {"a": _normal((2, 3, 4, 2)), "b": _normal((2, 3, 5, 2))},
+        {},
+        {"equation": "bclh,bcsh->bcsl"},
+        1,
+    ),
+    (  # a letter of one operand alone (k), one of the other alone (m), a product of three
+        "einsum-summed-letters",
+        "Einsum",
+        {"a": _normal((3, 2, 4)), "b": _normal((4, 5)), "c": _normal((4, 6))},
+        {},
+        {"equation": "ikj,jm,jn->ni"},
+        1,
+    ),
+    ("einsum-implicit-one-operand", "Einsum", {"a": _normal((3, 2, 4))}, {}, {"equation": "kij"}, 1),
     ("softmax", "Softmax", {"a": _normal((2, 3, 4))}, {}, {}, 1),
     ("softmax-axis-1", "Softmax", {"a": _normal((2, 3, 4))}, {}, {"axis": 1}, 1),
     ("log-softmax", "LogSoftmax", {"a": _normal((3, 5))}, {}, {"axis": 0}, 1),
@@ -398,7 +449,16 @@ INPUT_ORDER = {
     NLL: ["a", "labels", "weights"],
 }
 # ONNX Runtime's CPU has no float64 kernel for these: their float64 models run on onnx.reference.
-NO_FLOAT64_KERNEL = {"Erf", "Gelu", "Softplus", "OneHot"}
+NO_FLOAT64_KERNEL = {
+    "Erf",
+    "Gelu",
+    "Softplus",
+    "OneHot",
+    "Conv",
+    "ConvTranspose",
+    "AveragePool",
+    "GlobalAveragePool",
+}
 
 
 def node_inputs(op, inputs, constants):
@@ -763,6 +823,8 @@ def test_pad_with_pads_known_at_run_time(pads, rng):
         # SoftmaxCrossEntropyLoss is split into LogSoftmax and NLL first; the NLL keeps its name.
         (NLL, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
         (SCE, {"a": (3, 2), "weights": (2,)}, {"labels": np.array([0, 1, 1])}, {}, "class weights"),
+        ("Einsum", {"a": (3, 3)}, {}, {"equation": "ii->i"}, "equation 'ii->i'"),
+        ("Einsum", {"a": (2, 3), "b": (3,)}, {}, {"equation": "...j,j->..."}, "broadcast"),
     ],
     ids=[
         "pad-reflect",
@@ -771,6 +833,8 @@ def test_pad_with_pads_known_at_run_time(pads, rng):
         "gather-nd-batch-dims",
         "nll-weights",
         "sce-weights",
+        "einsum-diagonal",
+        "einsum-ellipsis",
     ],
 )
 def test_gradients_refused_name_the_node(op, shapes, constants, attrs, message, rng):

@@ -35,6 +35,22 @@ GROUPED = {
     "n_group": 2,
     "topk_group": 1,
 }
+# Mamba-2's heads (4 of 16, the 2 x 32 inner width) and chunks of 4 of the 8 positions.
+MAMBA2 = {
+    "mamba_n_heads": 4,
+    "mamba_d_head": 16,
+    "mamba_d_state": 8,
+    "mamba_n_groups": 1,
+    "mamba_chunk_size": 4,
+}
+# Jamba: attention in layer 1, experts in layer 1, Mamba in layer 0.
+JAMBA = {"attn_layer_period": 2, "attn_layer_offset": 1, "mamba_d_state": 8, "mamba_dt_rank": 4}
+EXPERTS_OF_JAMBA = {
+    "num_experts": 4,
+    "num_experts_per_tok": 2,
+    "expert_layer_period": 2,
+    "expert_layer_offset": 1,
+}
 HALF, INTERLEAVE, INTERLEAVE_HALF = 0, 1, 3  # RotaryPositionEmbedding's modes
 
 
@@ -142,16 +158,22 @@ ARCHITECTURES = [
     Architecture("minimax", "MiniMaxConfig", LOCAL_EXPERTS),  # lightning (linear) attention layers
     Architecture("bitnet", "BitNetConfig"),
     Architecture("gpt2", "GPT2Config", rope_mode=None),
-    # Mamba's selective scan and Qwen3-Next's gated delta rule open with a causal depthwise
-    # convolution, which has no gradient rule yet. Qwen3-Next's export takes 43 s to meet the
-    # refusal Mamba's meets in a few: left to the slow run.
-    Architecture("mamba", "MambaConfig", rope_mode=None, fails=r"no gradient rule for ai\.onnx::Conv"),
+    # Hybrids of state-space layers and attention, each layer opening with a causal depthwise
+    # convolution: Mamba's selective scan (Jamba's between attention and experts), Mamba-2's
+    # chunked scan (Bamba, Falcon-H1 beside attention in every layer, GraniteMoeHybrid with
+    # experts) in chunks shorter than the sequence, and Qwen3-Next's gated delta rule (its export
+    # takes 20-40 s: left to the slow run).
+    Architecture("mamba", "MambaConfig", rope_mode=None),
+    Architecture("jamba", "JambaConfig", JAMBA, rope_mode=None),
+    Architecture("bamba", "BambaConfig", {**MAMBA2, "attn_layer_indices": [1]}),
+    Architecture("falcon_h1", "FalconH1Config", {**MAMBA2, "mamba_d_ssm": 64}),
     Architecture(
-        "qwen3_next",
-        "Qwen3NextConfig",
-        {**EXPERTS, "shared_expert_intermediate_size": 16},
-        fails=r"no gradient rule for ai\.onnx::Conv",
-        slow=True,
+        "granitemoehybrid",
+        "GraniteMoeHybridConfig",
+        {**MAMBA2, **LOCAL_EXPERTS, "layer_types": ["mamba", "attention"]},
+    ),
+    Architecture(
+        "qwen3_next", "Qwen3NextConfig", {**EXPERTS, "shared_expert_intermediate_size": 16}, slow=True
     ),
 ]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 import onnx
 
-from . import packed_attention
+from . import batch_norm, packed_attention
 from .experts import grouped_experts, translations, without_split_counts
 from .patches import exportable
 
@@ -86,7 +86,9 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
             opset_version=opset,
             dynamic_shapes=dynamic_shapes,
             output_names=names,
-            custom_translation_table=translations() | (packed_attention.translations() if packing else {}),
+            custom_translation_table=translations()
+            | batch_norm.translations()
+            | (packed_attention.translations() if packing else {}),
             verbose=False,
         )
     model = exported.model_proto

@@ -6,12 +6,14 @@ from ...domain import DOMAIN
 from ..graph import GradientRule
 from . import (
     batch_norm,
+    conv,
     elementwise,
     flash_attention_score,
     index,
     lightning_indexer,
     linalg,
     loss,
+    pool,
     reduce,
     rms_norm,
     rotary_position_embedding,
@@ -92,4 +94,10 @@ RULES: dict[tuple[str, str], GradientRule] = {
     ("", "NegativeLogLikelihoodLoss"): loss.negative_log_likelihood_loss,
     # Standard ops of convolutional networks (onnxruntime-training's on-device models).
     ("", "BatchNormalization"): batch_norm.batch_normalization,
+    ("", "Conv"): conv.conv,
+    ("", "MaxPool"): pool.max_pool,
+    ("", "AveragePool"): pool.average_pool,
+    ("", "GlobalAveragePool"): pool.global_average_pool,
+    # Standard ops of state-space (Mamba-2) layers.
+    ("", "Einsum"): linalg.einsum,
 }

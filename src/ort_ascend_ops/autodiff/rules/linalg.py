@@ -1,4 +1,4 @@
-"""Rules for MatMul and Gemm."""
+"""Rules for MatMul, Gemm and Einsum."""
 
 from __future__ import annotations
 
@@ -72,3 +72,36 @@ def gemm(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
     if c is not None and b.needs(c):
         grad_c = b.sum_to(scaled(g, beta), b.dims(y), c)
     return [grad_a, grad_w, grad_c]
+
+
+def einsum(b: Backward, node: onnx.NodeProto, grads: Grads) -> Grads:
+    """Each operand's gradient is the einsum of g with the other operands into the operand's
+    subscripts; a letter of the operand's alone (summed over it only) is left out of that einsum
+    and the result expanded along it. Sums run in float32 for float16 and bfloat16 operands."""
+    equation = attribute(node, "equation").replace(" ", "")
+    terms, _, out = equation.partition("->")
+    subscripts = terms.split(",")
+    if "." in equation or any(len(set(s)) != len(s) for s in subscripts):
+        raise GradientError(
+            f"{node_label(node)}: no gradient for equation '{equation}' (broadcast '...' or a repeated subscript)"
+        )
+    if "->" not in equation:  # implicit output: the letters used once, in alphabetical order
+        out = "".join(sorted(c for c in set(terms) if c != "," and terms.count(c) == 1))
+    y = node.output[0]
+    acc = b.accumulation_type(y)
+    g = b.convert(first_grad(grads), b.elem_type(y), acc)
+    result: Grads = [None] * len(node.input)
+    for i, (operand, letters) in enumerate(zip(node.input, subscripts, strict=True)):
+        if not b.needs(operand):
+            continue
+        others = [(n, s) for j, (n, s) in enumerate(zip(node.input, subscripts, strict=True)) if j != i]
+        reached = out + "".join(s for _, s in others)
+        kept = "".join(c for c in letters if c in reached)
+        inputs = [g, *(b.convert(n, b.elem_type(n), acc) for n, _ in others)]
+        spec = ",".join([out, *(s for _, s in others)]) + "->" + kept
+        grad = b.op("Einsum", *inputs, equation=spec, hint=operand)
+        if kept != letters:
+            alone = [k for k, c in enumerate(letters) if c not in reached]
+            grad = b.op("Expand", b.op("Unsqueeze", grad, b.const(alone)), b.shape_of(operand), hint=operand)
+        result[i] = b.convert(grad, acc, b.elem_type(operand))
+    return result

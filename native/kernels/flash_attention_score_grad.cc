@@ -59,7 +59,8 @@ void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, QueryScr
   for (int64_t h = t.head_begin; h < t.head_end; ++h) {
     const int64_t r0 = s.offset[i] + (h - t.head_begin) * rows;
     const int64_t o_at = g.query_at(g.out, b, h, t.rows.begin);
-    fa_load_rows(x.query + g.query_at(g.query, b, h, t.rows.begin), g.query.row, rows, d, s.q.data() + r0 * d);
+    const int64_t q_at = g.query_at(g.query, b, h, t.rows.begin);
+    fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q.data() + r0 * d);
     fa_load_rows(x.dy + o_at, g.out.row, rows, dv, s.dy.data() + r0 * dv);
     fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, out.data());
     for (int64_t r = 0; r < rows; ++r) {
@@ -95,12 +96,13 @@ void probabilities(const Tensors<T>& x, const FlashAttentionGeometry& g, const F
   }
 }
 
-// One tile: query task i against the key block [k0, k0 + n) (kt, vt: its float32 rows) with
-// P, dP, dS and the three sums it feeds: the block's dk and dv, and task i's dq partial
-// (beta 0 on the split's first tile of the task).
+// One tile: query task i against keys [k0, k0 + n) (kt, vt: their float32 rows) with P, dP, dS
+// and the three sums it feeds: those keys' dk and dv (n rows at dk, dv_sum), and task i's dq
+// partial (beta 0 on the split's first tile of the task).
 template <class T>
 void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i, int64_t k0,
-          int64_t n, FaRows kt, FaRows vt, bool first, float* dq_partial, Tiles& w) {
+          int64_t n, FaRows kt, FaRows vt, bool first, float* dq_partial, float* dk, float* dv_sum,
+          Tiles& w) {
   const FaQueryTask& t = s.tasks[i];
   const int64_t m = s.rows(i), d = g.d, dv = g.dv;
   const float* q = s.q.data() + s.offset[i] * d;
@@ -118,30 +120,35 @@ void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScrat
     float* sr = ds + r * n;
     for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * (sr[j] - dr);
   }
-  fa_gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, w.dv.data(), dv);
-  fa_gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, w.dk.data(), d);
-  fa_gemm(false, false, m, d, n, g.scale, ds, n, kt.data, kt.ld, first ? 0.f : 1.f, dq_partial + s.offset[i] * d,
-          d);
+  fa_gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, dv_sum, dv);
+  fa_gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, dk, d);
+  fa_gemm(false, false, m, d, n, g.scale, ds, n, kt.data, kt.ld, first ? 0.f : 1.f,
+          dq_partial + s.offset[i] * d, d);
 }
 
 // One key split: per block of its keys in order, the tiles of the query tasks that may read it in
 // their order; the block's dk and dv are written once, the tasks' dq partials summed over the
 // split's blocks in order. touched[i]: task i has a partial in this split.
 template <class T>
-void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, const KeySplit& ks,
-               float* dq_partial, uint8_t* touched, Tiles& w) {
+void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s,
+               const KeySplit& ks, float* dq_partial, uint8_t* touched, Tiles& w) {
   const int64_t b = ks.batch, kv = ks.kv_head, d = g.d, dv = g.dv;
   for (int64_t k0 = ks.k0; k0 < ks.k1; k0 += kFaKeyBlock) {
     const int64_t n = std::min(kFaKeyBlock, ks.k1 - k0);
     w.dk.assign(static_cast<size_t>(n * d), 0.f);
     w.dv.assign(static_cast<size_t>(n * dv), 0.f);
-    const FaRange queries = fa_block_queries(g, b, {k0, k0 + n});
     const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, kv, k0), g.key.row, n, d, w.k);
     const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, kv, k0), g.value.row, n, dv, w.v);
     for (size_t i = ks.first_task; i < ks.end_task; ++i) {
-      const FaRange rows = s.tasks[i].rows;
-      if (rows.end <= queries.begin || rows.begin >= queries.end) continue;
-      tile(x, g, s, i, k0, n, kt, vt, !touched[i], dq_partial, w);
+      // Only the keys some row of the task may read: a causal or banded block's diagonal tiles
+      // shrink to what the mask leaves instead of computing blocks of zeros.
+      const FaRange keys = fa_block_keys(g, b, s.tasks[i].rows);
+      const int64_t lo = std::clamp<int64_t>(keys.begin - k0, 0, n),
+                    hi = std::clamp<int64_t>(keys.end - k0, lo, n);
+      if (lo == hi) continue;
+      const FaRows kl{kt.data + lo * kt.ld, kt.ld}, vl{vt.data + lo * vt.ld, vt.ld};
+      tile(x, g, s, i, k0 + lo, hi - lo, kl, vl, !touched[i], dq_partial, w.dk.data() + lo * d,
+           w.dv.data() + lo * dv, w);
       touched[i] = 1;
     }
     for (int64_t j = 0; j < n; ++j) {

@@ -30,9 +30,9 @@ struct QueryScratch {
 };
 
 // Owners of the key axis: keys [blocks[begin] .. blocks[end]) of one batch and key/value head,
-// whole blocks of kFaKeyBlock, given dk and dv alone and their own dq partials (slot `split`).
+// whole blocks of `block` keys, given dk and dv alone and their own dq partials (slot `split`).
 struct KeySplit {
-  int64_t batch, kv_head, k0, k1;
+  int64_t batch, kv_head, k0, k1, block;
   int split;
   size_t first_task, end_task;  // the (batch, kv_head)'s query tasks
 };
@@ -41,6 +41,11 @@ struct KeySplit {
 // the scratch stays a few times dq whatever the sequence length, and with batches and heads
 // there are tasks enough for a few threads.
 constexpr int kMaxSplits = 4;
+
+// Keys per block: 512 rows of head dims up to 64 and 256 past that keep a tile's key, value, dk and
+// dv rows and its P and dS within about a core's L2 (1 MiB on the machines measured), while the
+// taller tiles of narrow heads halve what OpenBLAS packs per product.
+int64_t key_block(const FlashAttentionGeometry& g) { return std::max(g.d, g.dv) <= 64 ? 512 : 256; }
 
 // Per-tile buffers of one thread: P and dS (m x n), float32 key and value blocks of 16-bit types,
 // and the block's dk and dv sums.
@@ -133,8 +138,8 @@ template <class T>
 void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s,
                const KeySplit& ks, float* dq_partial, uint8_t* touched, Tiles& w) {
   const int64_t b = ks.batch, kv = ks.kv_head, d = g.d, dv = g.dv;
-  for (int64_t k0 = ks.k0; k0 < ks.k1; k0 += kFaKeyBlock) {
-    const int64_t n = std::min(kFaKeyBlock, ks.k1 - k0);
+  for (int64_t k0 = ks.k0; k0 < ks.k1; k0 += ks.block) {
+    const int64_t n = std::min(ks.block, ks.k1 - k0);
     w.dk.assign(static_cast<size_t>(n * d), 0.f);
     w.dv.assign(static_cast<size_t>(n * dv), 0.f);
     const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, kv, k0), g.key.row, n, d, w.k);
@@ -162,13 +167,13 @@ void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const Query
 // the query rows reading them (the work, causal masks included) come closest to equal shares.
 void add_splits(const FlashAttentionGeometry& g, int64_t b, int64_t kv, size_t first_task, size_t end_task,
                 std::vector<KeySplit>& out) {
-  const int64_t s2 = g.key_rows(b), blocks = (s2 + kFaKeyBlock - 1) / kFaKeyBlock;
+  const int64_t s2 = g.key_rows(b), block = key_block(g), blocks = (s2 + block - 1) / block;
   if (blocks == 0) return;
   std::vector<int64_t> work(static_cast<size_t>(blocks));
   int64_t total = 0;
   for (int64_t k = 0; k < blocks; ++k) {
-    const int64_t k0 = k * kFaKeyBlock;
-    const FaRange rows = fa_block_queries(g, b, {k0, std::min(s2, k0 + kFaKeyBlock)});
+    const int64_t k0 = k * block;
+    const FaRange rows = fa_block_queries(g, b, {k0, std::min(s2, k0 + block)});
     total += work[k] = std::max<int64_t>(rows.end - rows.begin, 0) + 1;  // + 1: writing dk and dv
   }
   const int64_t splits = std::min<int64_t>(blocks, kMaxSplits);
@@ -178,7 +183,7 @@ void add_splits(const FlashAttentionGeometry& g, int64_t b, int64_t kv, size_t f
     // Take the next block while the split's end stays nearer its goal with it than without it.
     do done += work[k++];
     while (k < last && (i + 1 == splits || 2 * done + work[k] <= 2 * goal));
-    out.push_back({b, kv, begin * kFaKeyBlock, std::min(s2, k * kFaKeyBlock), static_cast<int>(i), first_task,
+    out.push_back({b, kv, begin * block, std::min(s2, k * block), block, static_cast<int>(i), first_task,
                    end_task});
   }
 }

@@ -1,6 +1,7 @@
 #include "kernels/flash_attention_score_grad.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "kernels/element.h"
@@ -23,8 +24,10 @@ struct Tensors {
 struct QueryScratch {
   std::vector<FaQueryTask> tasks;
   std::vector<int64_t> offset;  // tasks.size() + 1 entries
-  int64_t d = 0, dv = 0;
-  std::vector<float> q, dy, drow;
+  // One allocation, left uninitialized (every element is written before it is read): q, dy, Drow,
+  // then the dq partials of each split slot, rows x d apart.
+  std::unique_ptr<float[]> buffer;
+  float *q = nullptr, *dy = nullptr, *drow = nullptr, *partials = nullptr;
 
   int64_t rows(size_t i) const { return offset[i + 1] - offset[i]; }
 };
@@ -65,11 +68,11 @@ void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, QueryScr
     const int64_t r0 = s.offset[i] + (h - t.head_begin) * rows;
     const int64_t o_at = g.query_at(g.out, b, h, t.rows.begin);
     const int64_t q_at = g.query_at(g.query, b, h, t.rows.begin);
-    fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q.data() + r0 * d);
-    fa_load_rows(x.dy + o_at, g.out.row, rows, dv, s.dy.data() + r0 * dv);
+    fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q + r0 * d);
+    fa_load_rows(x.dy + o_at, g.out.row, rows, dv, s.dy + r0 * dv);
     fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, out.data());
     for (int64_t r = 0; r < rows; ++r) {
-      const float* dyr = s.dy.data() + (r0 + r) * dv;
+      const float* dyr = s.dy + (r0 + r) * dv;
       const float* o = out.data() + r * dv;
       float sum = 0.f;
       for (int64_t j = 0; j < dv; ++j) sum += dyr[j] * o[j];
@@ -110,9 +113,9 @@ void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScrat
           Tiles& w) {
   const FaQueryTask& t = s.tasks[i];
   const int64_t m = s.rows(i), d = g.d, dv = g.dv;
-  const float* q = s.q.data() + s.offset[i] * d;
-  const float* dy = s.dy.data() + s.offset[i] * dv;
-  const float* drow = s.drow.data() + s.offset[i];
+  const float* q = s.q + s.offset[i] * d;
+  const float* dy = s.dy + s.offset[i] * dv;
+  const float* drow = s.drow + s.offset[i];
   w.p.resize(static_cast<size_t>(m * n));
   w.ds.resize(static_cast<size_t>(m * n));
   float *p = w.p.data(), *ds = w.ds.data();
@@ -192,15 +195,15 @@ void add_splits(const FlashAttentionGeometry& g, int64_t b, int64_t kv, size_t f
 // split has one: the rows read no key).
 template <class T>
 void reduce_dq(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i,
-               const std::vector<std::vector<float>>& partials, const std::vector<uint8_t>& touched,
+               int slots, const std::vector<uint8_t>& touched,
                std::vector<float>& sum) {
   const FaQueryTask& t = s.tasks[i];
   const int64_t rows = t.rows.end - t.rows.begin, m = s.rows(i), d = g.d, size = m * d;
   sum.assign(static_cast<size_t>(size), 0.f);
   bool first = true;
-  for (size_t split = 0; split < partials.size(); ++split) {
+  for (int split = 0; split < slots; ++split) {
     if (!touched[split * s.tasks.size() + i]) continue;
-    const float* p = partials[split].data() + s.offset[i] * d;
+    const float* p = s.partials + (split * s.offset.back() + s.offset[i]) * d;
     if (first) {
       std::copy(p, p + size, sum.begin());
     } else {
@@ -231,9 +234,6 @@ void flash_attention_score_grad(const T* query, const T* key, const T* value, co
     s.offset[i + 1] = s.offset[i] + (t.head_end - t.head_begin) * (t.rows.end - t.rows.begin);
   }
   const size_t rows = static_cast<size_t>(s.offset.back());
-  s.q.resize(rows * static_cast<size_t>(g.d));
-  s.dy.resize(rows * static_cast<size_t>(g.dv));
-  s.drow.resize(rows);
 
   // Tasks are ordered by batch then key/value head (fa_query_tasks), so each pair's are one run.
   std::vector<KeySplit> splits;
@@ -248,8 +248,12 @@ void flash_attention_score_grad(const T* query, const T* key, const T* value, co
   }
   int slots = 0;
   for (const KeySplit& ks : splits) slots = std::max(slots, ks.split + 1);
-  std::vector<std::vector<float>> partials(static_cast<size_t>(slots));
-  for (std::vector<float>& p : partials) p.resize(rows * static_cast<size_t>(g.d));
+  const size_t d = static_cast<size_t>(g.d), d_v = static_cast<size_t>(g.dv);
+  s.buffer.reset(new float[rows * (d + d_v + 1 + static_cast<size_t>(slots) * d)]);
+  s.q = s.buffer.get();
+  s.dy = s.q + rows * d;
+  s.drow = s.dy + rows * d_v;
+  s.partials = s.drow + rows;
   std::vector<uint8_t> touched(static_cast<size_t>(slots) * s.tasks.size(), 0);
 
   BufferPool<Tiles> pool;
@@ -261,12 +265,13 @@ void flash_attention_score_grad(const T* query, const T* key, const T* value, co
   parallel.for_each(splits.size(), [&](size_t i) {
     std::unique_ptr<Tiles> tiles = pool.take();
     const KeySplit& ks = splits[i];
-    key_split(x, g, s, ks, partials[ks.split].data(), touched.data() + ks.split * s.tasks.size(), *tiles);
+    key_split(x, g, s, ks, s.partials + ks.split * rows * d, touched.data() + ks.split * s.tasks.size(),
+              *tiles);
     pool.give(std::move(tiles));
   });
   parallel.for_each(s.tasks.size(), [&](size_t i) {
     std::unique_ptr<Tiles> tiles = pool.take();
-    reduce_dq(x, g, s, i, partials, touched, tiles->out);
+    reduce_dq(x, g, s, i, slots, touched, tiles->out);
     pool.give(std::move(tiles));
   });
 }

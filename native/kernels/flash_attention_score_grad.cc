@@ -32,8 +32,8 @@ struct QueryScratch {
   int64_t rows(size_t i) const { return offset[i + 1] - offset[i]; }
 };
 
-// Owners of the key axis: keys [blocks[begin] .. blocks[end]) of one batch and key/value head,
-// whole blocks of `block` keys, given dk and dv alone and their own dq partials (slot `split`).
+// Owners of the key axis: keys [k0, k1) of one batch and key/value head, whole blocks of `block`
+// keys (the last may be short), given dk and dv alone and their own dq partials (slot `split`).
 struct KeySplit {
   int64_t batch, kv_head, k0, k1, block;
   int split;
@@ -186,8 +186,8 @@ void add_splits(const FlashAttentionGeometry& g, int64_t b, int64_t kv, size_t f
     // Take the next block while the split's end stays nearer its goal with it than without it.
     do done += work[k++];
     while (k < last && (i + 1 == splits || 2 * done + work[k] <= 2 * goal));
-    out.push_back({b, kv, begin * block, std::min(s2, k * block), block, static_cast<int>(i), first_task,
-                   end_task});
+    out.push_back(
+        {b, kv, begin * block, std::min(s2, k * block), block, static_cast<int>(i), first_task, end_task});
   }
 }
 
@@ -195,8 +195,7 @@ void add_splits(const FlashAttentionGeometry& g, int64_t b, int64_t kv, size_t f
 // split has one: the rows read no key).
 template <class T>
 void reduce_dq(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i,
-               int slots, const std::vector<uint8_t>& touched,
-               std::vector<float>& sum) {
+               int slots, const std::vector<uint8_t>& touched, std::vector<float>& sum) {
   const FaQueryTask& t = s.tasks[i];
   const int64_t rows = t.rows.end - t.rows.begin, m = s.rows(i), d = g.d, size = m * d;
   sum.assign(static_cast<size_t>(size), 0.f);

@@ -25,6 +25,9 @@ from ort_ascend_ops.runtime import session_options
 OP = "FlashAttentionScoreGrad"
 # More than one tile each way: 130 query rows are 3 blocks of 64, 300 keys 2 blocks of 256.
 LONG = {"s1": 130, "s2": 300, "lengths_q": (0, 130, 200), "lengths_kv": (100, 100, 400)}
+# Several key splits, each with its own dq partials: 1300 keys are 3 blocks of 512 (head dims up to
+# 64) or 6 of 256 (wider); the band leaves the first query rows out of the later splits.
+SPLITS = {"batch": 1, "n1": 2, "n2": 1, "s1": 140, "s2": 1300}
 
 # (id, layout, dtype, keyword arguments of flash_attention_inputs)
 CASES = [
@@ -62,6 +65,9 @@ CASES = [
         ]
     ),  # fmt: skip
     ("BSND-long-mask-band", "BSND", F32, LONG | {"mask": "b1", "pre_tokens": 70, "next_tokens": 140}),
+    ("BSND-splits-mode3", "BSND", F32, SPLITS | {"sparse_mode": 3}),
+    ("BNSD-splits-band", "BNSD", BF16, SPLITS | {"mask": "2d", "pre_tokens": 40, "next_tokens": 600}),
+    ("BSH-splits-wide", "BSH", F32, SPLITS | {"d": 72, "dv": 16}),
     # Ragged batches: one without query rows, one without keys (its rows see nothing).
     ("TND-ragged", "TND", F32, {"lengths_q": (0, 3, 9, 12), "lengths_kv": (4, 4, 10, 10)}),
     ("TND-ragged-mode3", "TND", F16, {"lengths_q": (2, 2, 9), "lengths_kv": (0, 5, 8), "sparse_mode": 3}),
@@ -127,9 +133,17 @@ def threaded_case(rng, t):
     )
 
 
+def splits_case(rng, t):
+    """Several key splits over two key/value heads (their dq partials added in a fixed order)."""
+    return flash_attention_inputs(
+        rng, "BNSD", t, **SPLITS | {"n1": 4, "n2": 2, "s1": 200}, sparse_mode=3, grad=True
+    )
+
+
+@pytest.mark.parametrize("case", [threaded_case, splits_case], ids=["band", "splits"])
 @pytest.mark.parametrize("t", [F32, BF16], ids=lambda t: t.name)
-def test_bit_identical_for_any_thread_count(t, rng):
-    inputs, attrs = threaded_case(rng, t)
+def test_bit_identical_for_any_thread_count(t, case, rng):
+    inputs, attrs = case(rng, t)
     runs = [run("native", OP, inputs, attrs, threads=n) for n in (1, 2, 3)]
     assert [bits(a) for a in runs[1]] == [bits(a) for a in runs[0]] == [bits(a) for a in runs[2]]
 

@@ -1,6 +1,7 @@
 #include "kernels/flash_attention_score_grad.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "kernels/element.h"
@@ -17,119 +18,201 @@ struct Tensors {
   T *dq, *dk, *dv;
 };
 
-// A task's tiles: stacked query rows (m x D), their dy (m x Dv) and Drow (m), the probabilities
-// (m x n) and dP then dS (m x n), the float32 key and value blocks of 16-bit types, and the sums
-// the task owns (dq: m x D; dk: n x D, dv: n x Dv).
-struct Tiles {
-  std::vector<float> q, dy, drow, p, ds, k, v, dq, dk, dv, out;
+// Where the query tasks' rows sit in the call's float32 scratch: task i's m stacked rows start at
+// row offset[i], so q, dy, Drow and each split's dq partials are indexed alike and the tiles read
+// them in place.
+struct QueryScratch {
+  std::vector<FaQueryTask> tasks;
+  std::vector<int64_t> offset;  // tasks.size() + 1 entries
+  // One allocation, left uninitialized (every element is written before it is read): q, dy, Drow,
+  // then the dq partials of each split slot, rows x d apart.
+  std::unique_ptr<float[]> buffer;
+  float *q = nullptr, *dy = nullptr, *drow = nullptr, *partials = nullptr;
+
+  int64_t rows(size_t i) const { return offset[i + 1] - offset[i]; }
 };
 
-// Loads the query-side tiles of task t (heads stacked head by head): q, dy and Drow =
+// Owners of the key axis: keys [k0, k1) of one batch and key/value head, whole blocks of `block`
+// keys (the last may be short), given dk and dv alone and their own dq partials (slot `split`).
+struct KeySplit {
+  int64_t batch, kv_head, k0, k1, block;
+  int split;
+  size_t first_task, end_task;  // the (batch, kv_head)'s query tasks
+};
+
+// At most this many key splits per batch and key/value head: each holds a float32 dq partial, so
+// the scratch stays a few times dq whatever the sequence length, and with batches and heads
+// there are tasks enough for a few threads.
+constexpr int kMaxSplits = 4;
+
+// Keys per block: 512 rows of head dims up to 64 and 256 past that keep a tile's key, value, dk and
+// dv rows and its P and dS within about a core's L2 (1 MiB on the machines measured), while the
+// taller tiles of narrow heads halve what OpenBLAS packs per product.
+int64_t key_block(const FlashAttentionGeometry& g) { return std::max(g.d, g.dv) <= 64 ? 512 : 256; }
+
+// Per-tile buffers of one thread: P and dS (m x n), float32 key and value blocks of 16-bit types,
+// and the block's dk and dv sums.
+struct Tiles {
+  std::vector<float> p, ds, k, v, dk, dv, out;
+};
+
+// Loads task i's q and dy into the scratch (heads stacked head by head) with Drow =
 // rowsum(dy * attention_in), the last in one fixed order.
 template <class T>
-void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, const FaQueryTask& t, Tiles& w) {
-  const int64_t b = t.batch, rows = t.rows.end - t.rows.begin, m = (t.head_end - t.head_begin) * rows;
-  const int64_t d = g.d, dv = g.dv;
-  w.q.resize(static_cast<size_t>(m * d));
-  w.dy.resize(static_cast<size_t>(m * dv));
-  w.out.resize(static_cast<size_t>(rows * dv));
-  w.drow.resize(static_cast<size_t>(m));
+void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, QueryScratch& s, size_t i,
+                  std::vector<float>& out) {
+  const FaQueryTask& t = s.tasks[i];
+  const int64_t b = t.batch, rows = t.rows.end - t.rows.begin, d = g.d, dv = g.dv;
+  out.resize(static_cast<size_t>(rows * dv));
   for (int64_t h = t.head_begin; h < t.head_end; ++h) {
-    const int64_t r0 = (h - t.head_begin) * rows;
-    const int64_t q_at = g.query_at(g.query, b, h, t.rows.begin);
+    const int64_t r0 = s.offset[i] + (h - t.head_begin) * rows;
     const int64_t o_at = g.query_at(g.out, b, h, t.rows.begin);
-    fa_load_rows(x.query + q_at, g.query.row, rows, d, w.q.data() + r0 * d);
-    fa_load_rows(x.dy + o_at, g.out.row, rows, dv, w.dy.data() + r0 * dv);
-    fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, w.out.data());
+    const int64_t q_at = g.query_at(g.query, b, h, t.rows.begin);
+    fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q + r0 * d);
+    fa_load_rows(x.dy + o_at, g.out.row, rows, dv, s.dy + r0 * dv);
+    fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, out.data());
     for (int64_t r = 0; r < rows; ++r) {
-      const float* dyr = w.dy.data() + (r0 + r) * dv;
-      const float* o = w.out.data() + r * dv;
+      const float* dyr = s.dy + (r0 + r) * dv;
+      const float* o = out.data() + r * dv;
       float sum = 0.f;
       for (int64_t j = 0; j < dv; ++j) sum += dyr[j] * o[j];
-      w.drow[r0 + r] = sum;
+      s.drow[r0 + r] = sum;
     }
   }
 }
 
-// One tile of task t's m rows against keys [k0, k0 + n) (kt, vt: float32 views of their key and
-// value rows): P into w.p and dS = P (dy v^T - Drow) into w.ds.
+// P = exp(S - softmax_max) / softmax_sum of task t's m rows against keys [k0, k0 + n), in place
+// of the scores in p; 0 outside the keys a row may read, and in rows with no allowed key.
 template <class T>
-void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const FaQueryTask& t, int64_t k0, int64_t n,
-          FaRows kt, FaRows vt, Tiles& w) {
+void probabilities(const Tensors<T>& x, const FlashAttentionGeometry& g, const FaQueryTask& t, int64_t k0,
+                   int64_t n, float* p) {
   const int64_t b = t.batch, rows = t.rows.end - t.rows.begin, m = (t.head_end - t.head_begin) * rows;
-  w.p.resize(static_cast<size_t>(m * n));
-  w.ds.resize(static_cast<size_t>(m * n));
-  float* p = w.p.data();
-  fa_gemm(false, true, m, n, g.d, g.scale, w.q.data(), g.d, kt.data, kt.ld, 0.f, p, n);
   for (int64_t r = 0; r < m; ++r) {
     const int64_t h = t.head_begin + r / rows, q = t.rows.begin + r % rows;
     float* row = p + r * n;
-    fa_mask_row(g, x.mask, b, h, q, k0, n, row);
     const int64_t at = g.query_at(g.stats, b, h, q);
     const float sum = x.softmax_sum[at];
-    if (!(sum > 0.f)) {  // a row with no allowed key has no gradient
-      std::fill(row, row + n, 0.f);
-      continue;
-    }
-    fa_exp_row(row, n, x.softmax_max[at]);
-    fa_scale_row(row, n, 1.f / sum);
+    const FaRange keys = fa_row_keys(g, b, q);
+    const int64_t lo = std::clamp<int64_t>(keys.begin - k0, 0, n),
+                  hi = sum > 0.f ? std::clamp<int64_t>(keys.end - k0, lo, n) : lo;
+    std::fill(row, row + lo, 0.f);
+    std::fill(row + hi, row + n, 0.f);
+    if (lo == hi) continue;
+    if (x.mask != nullptr) fa_mask_row(g, x.mask, b, h, q, k0 + lo, hi - lo, row + lo);
+    fa_exp_row(row + lo, hi - lo, x.softmax_max[at]);
+    fa_scale_row(row + lo, hi - lo, 1.f / sum);
   }
-  float* ds = w.ds.data();
-  fa_gemm(false, true, m, n, g.dv, 1.f, w.dy.data(), g.dv, vt.data, vt.ld, 0.f, ds, n);
+}
+
+// One tile: query task i against keys [k0, k0 + n) (kt, vt: their float32 rows) with P, dP, dS
+// and the three sums it feeds: those keys' dk and dv (n rows at dk, dv_sum), and task i's dq
+// partial (beta 0 on the split's first tile of the task).
+template <class T>
+void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i, int64_t k0,
+          int64_t n, FaRows kt, FaRows vt, bool first, float* dq_partial, float* dk, float* dv_sum,
+          Tiles& w) {
+  const FaQueryTask& t = s.tasks[i];
+  const int64_t m = s.rows(i), d = g.d, dv = g.dv;
+  const float* q = s.q + s.offset[i] * d;
+  const float* dy = s.dy + s.offset[i] * dv;
+  const float* drow = s.drow + s.offset[i];
+  w.p.resize(static_cast<size_t>(m * n));
+  w.ds.resize(static_cast<size_t>(m * n));
+  float *p = w.p.data(), *ds = w.ds.data();
+  fa_gemm(false, true, m, n, d, g.scale, q, d, kt.data, kt.ld, 0.f, p, n);
+  probabilities(x, g, t, k0, n, p);
+  fa_gemm(false, true, m, n, dv, 1.f, dy, dv, vt.data, vt.ld, 0.f, ds, n);
   for (int64_t r = 0; r < m; ++r) {
-    const float drow = w.drow[r];
+    const float dr = drow[r];
     const float* pr = p + r * n;
-    float* dr = ds + r * n;
-    for (int64_t j = 0; j < n; ++j) dr[j] = pr[j] * (dr[j] - drow);
+    float* sr = ds + r * n;
+    for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * (sr[j] - dr);
+  }
+  fa_gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, dv_sum, dv);
+  fa_gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, dk, d);
+  fa_gemm(false, false, m, d, n, g.scale, ds, n, kt.data, kt.ld, first ? 0.f : 1.f,
+          dq_partial + s.offset[i] * d, d);
+}
+
+// One key split: per block of its keys in order, the tiles of the query tasks that may read it in
+// their order; the block's dk and dv are written once, the tasks' dq partials summed over the
+// split's blocks in order. touched[i]: task i has a partial in this split.
+template <class T>
+void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s,
+               const KeySplit& ks, float* dq_partial, uint8_t* touched, Tiles& w) {
+  const int64_t b = ks.batch, kv = ks.kv_head, d = g.d, dv = g.dv;
+  for (int64_t k0 = ks.k0; k0 < ks.k1; k0 += ks.block) {
+    const int64_t n = std::min(ks.block, ks.k1 - k0);
+    w.dk.assign(static_cast<size_t>(n * d), 0.f);
+    w.dv.assign(static_cast<size_t>(n * dv), 0.f);
+    const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, kv, k0), g.key.row, n, d, w.k);
+    const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, kv, k0), g.value.row, n, dv, w.v);
+    for (size_t i = ks.first_task; i < ks.end_task; ++i) {
+      // Only the keys some row of the task may read: a causal or banded block's diagonal tiles
+      // shrink to what the mask leaves instead of computing blocks of zeros.
+      const FaRange keys = fa_block_keys(g, b, s.tasks[i].rows);
+      const int64_t lo = std::clamp<int64_t>(keys.begin - k0, 0, n),
+                    hi = std::clamp<int64_t>(keys.end - k0, lo, n);
+      if (lo == hi) continue;
+      const FaRows kl{kt.data + lo * kt.ld, kt.ld}, vl{vt.data + lo * vt.ld, vt.ld};
+      tile(x, g, s, i, k0 + lo, hi - lo, kl, vl, !touched[i], dq_partial, w.dk.data() + lo * d,
+           w.dv.data() + lo * dv, w);
+      touched[i] = 1;
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      from_float32(w.dk.data() + j * d, d, x.dk + g.key_at(g.key, b, kv, k0 + j));
+      from_float32(w.dv.data() + j * dv, dv, x.dv + g.key_at(g.value, b, kv, k0 + j));
+    }
   }
 }
 
-// Pass 1, one block of keys of one key/value head: dk and dv summed over the query tasks that may
-// read them, in their fixed order.
-template <class T>
-void key_block(const Tensors<T>& x, const FlashAttentionGeometry& g, const std::vector<FaQueryTask>& tasks,
-               int64_t b, int64_t kv, int64_t k0, Tiles& w) {
-  const int64_t n = std::min(kFaKeyBlock, g.key_rows(b) - k0), d = g.d, dv = g.dv;
-  w.dk.assign(static_cast<size_t>(n * d), 0.f);
-  w.dv.assign(static_cast<size_t>(n * dv), 0.f);
-  const FaRange queries = fa_block_queries(g, b, {k0, k0 + n});
-  const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, kv, k0), g.key.row, n, d, w.k);
-  const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, kv, k0), g.value.row, n, dv, w.v);
-  for (const FaQueryTask& t : tasks) {
-    const bool reads = t.rows.end > queries.begin && t.rows.begin < queries.end;
-    if (t.batch != b || t.kv_head != kv || !reads) continue;
-    const int64_t m = (t.head_end - t.head_begin) * (t.rows.end - t.rows.begin);
-    load_queries(x, g, t, w);
-    tile(x, g, t, k0, n, kt, vt, w);
-    fa_gemm(true, false, n, dv, m, 1.f, w.p.data(), n, w.dy.data(), dv, 1.f, w.dv.data(), dv);
-    fa_gemm(true, false, n, d, m, g.scale, w.ds.data(), n, w.q.data(), d, 1.f, w.dk.data(), d);
+// The splits of one batch's key/value head: at most kMaxSplits runs of whole key blocks, cut where
+// the query rows reading them (the work, causal masks included) come closest to equal shares.
+void add_splits(const FlashAttentionGeometry& g, int64_t b, int64_t kv, size_t first_task, size_t end_task,
+                std::vector<KeySplit>& out) {
+  const int64_t s2 = g.key_rows(b), block = key_block(g), blocks = (s2 + block - 1) / block;
+  if (blocks == 0) return;
+  std::vector<int64_t> work(static_cast<size_t>(blocks));
+  int64_t total = 0;
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t k0 = k * block;
+    const FaRange rows = fa_block_queries(g, b, {k0, std::min(s2, k0 + block)});
+    total += work[k] = std::max<int64_t>(rows.end - rows.begin, 0) + 1;  // + 1: writing dk and dv
   }
-  for (int64_t j = 0; j < n; ++j) {
-    from_float32(w.dk.data() + j * d, d, x.dk + g.key_at(g.key, b, kv, k0 + j));
-    from_float32(w.dv.data() + j * dv, dv, x.dv + g.key_at(g.value, b, kv, k0 + j));
+  const int64_t splits = std::min<int64_t>(blocks, kMaxSplits);
+  int64_t k = 0, done = 0;
+  for (int64_t i = 0; i < splits; ++i) {
+    const int64_t begin = k, goal = total * (i + 1) / splits, last = blocks - (splits - i - 1);
+    // Take the next block while the split's end stays nearer its goal with it than without it.
+    do done += work[k++];
+    while (k < last && (i + 1 == splits || 2 * done + work[k] <= 2 * goal));
+    out.push_back(
+        {b, kv, begin * block, std::min(s2, k * block), block, static_cast<int>(i), first_task, end_task});
   }
 }
 
-// Pass 2, one query task: dq = scale sum over its key blocks of dS k, the blocks in order.
+// dq of task i: its partials summed over the splits in their order, rounded to T once (0 where no
+// split has one: the rows read no key).
 template <class T>
-void query_task(const Tensors<T>& x, const FlashAttentionGeometry& g, const FaQueryTask& t, Tiles& w) {
-  const int64_t b = t.batch, rows = t.rows.end - t.rows.begin, m = (t.head_end - t.head_begin) * rows;
-  const int64_t d = g.d, dv = g.dv;
-  w.dq.assign(static_cast<size_t>(m * d), 0.f);
-  const FaRange keys = fa_block_keys(g, b, t.rows);
-  if (!keys.empty()) load_queries(x, g, t, w);
-  // Key blocks on pass 1's boundaries, so that both passes recompute the same tiles.
-  const int64_t first = keys.empty() ? keys.end : keys.begin / kFaKeyBlock * kFaKeyBlock;
-  for (int64_t k0 = first; k0 < keys.end; k0 += kFaKeyBlock) {
-    const int64_t n = std::min(kFaKeyBlock, g.key_rows(b) - k0);
-    const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, t.kv_head, k0), g.key.row, n, d, w.k);
-    const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, t.kv_head, k0), g.value.row, n, dv, w.v);
-    tile(x, g, t, k0, n, kt, vt, w);
-    fa_gemm(false, false, m, d, n, g.scale, w.ds.data(), n, kt.data, kt.ld, 1.f, w.dq.data(), d);
+void reduce_dq(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i,
+               int slots, const std::vector<uint8_t>& touched, std::vector<float>& sum) {
+  const FaQueryTask& t = s.tasks[i];
+  const int64_t rows = t.rows.end - t.rows.begin, m = s.rows(i), d = g.d, size = m * d;
+  sum.assign(static_cast<size_t>(size), 0.f);
+  bool first = true;
+  for (int split = 0; split < slots; ++split) {
+    if (!touched[split * s.tasks.size() + i]) continue;
+    const float* p = s.partials + (split * s.offset.back() + s.offset[i]) * d;
+    if (first) {
+      std::copy(p, p + size, sum.begin());
+    } else {
+      for (int64_t j = 0; j < size; ++j) sum[j] += p[j];
+    }
+    first = false;
   }
   for (int64_t r = 0; r < m; ++r) {
     const int64_t h = t.head_begin + r / rows, q = t.rows.begin + r % rows;
-    from_float32(w.dq.data() + r * d, d, x.dq + g.query_at(g.query, b, h, q));
+    from_float32(sum.data() + r * d, d, x.dq + g.query_at(g.query, t.batch, h, q));
   }
 }
 
@@ -142,25 +225,52 @@ void flash_attention_score_grad(const T* query, const T* key, const T* value, co
                                 const Parallel& parallel) {
   single_threaded_blas();
   const Tensors<T> x{query, key, value, dy, attention_in, mask, softmax_max, softmax_sum, dq, dk, dv};
-  const std::vector<FaQueryTask> tasks = fa_query_tasks(g);
-  struct KeyTask {
-    int64_t batch, kv_head, k0;
-  };
-  std::vector<KeyTask> key_tasks;
+  QueryScratch s;
+  s.tasks = fa_query_tasks(g);
+  s.offset.assign(s.tasks.size() + 1, 0);
+  for (size_t i = 0; i < s.tasks.size(); ++i) {
+    const FaQueryTask& t = s.tasks[i];
+    s.offset[i + 1] = s.offset[i] + (t.head_end - t.head_begin) * (t.rows.end - t.rows.begin);
+  }
+  const size_t rows = static_cast<size_t>(s.offset.back());
+
+  // Tasks are ordered by batch then key/value head (fa_query_tasks), so each pair's are one run.
+  std::vector<KeySplit> splits;
+  size_t first = 0;
   for (int64_t b = 0; b < g.batches(); ++b) {
     for (int64_t kv = 0; kv < g.n2; ++kv) {
-      for (int64_t k0 = 0; k0 < g.key_rows(b); k0 += kFaKeyBlock) key_tasks.push_back({b, kv, k0});
+      size_t end = first;
+      while (end < s.tasks.size() && s.tasks[end].batch == b && s.tasks[end].kv_head == kv) ++end;
+      add_splits(g, b, kv, first, end, splits);
+      first = end;
     }
   }
+  int slots = 0;
+  for (const KeySplit& ks : splits) slots = std::max(slots, ks.split + 1);
+  const size_t d = static_cast<size_t>(g.d), d_v = static_cast<size_t>(g.dv);
+  s.buffer.reset(new float[rows * (d + d_v + 1 + static_cast<size_t>(slots) * d)]);
+  s.q = s.buffer.get();
+  s.dy = s.q + rows * d;
+  s.drow = s.dy + rows * d_v;
+  s.partials = s.drow + rows;
+  std::vector<uint8_t> touched(static_cast<size_t>(slots) * s.tasks.size(), 0);
+
   BufferPool<Tiles> pool;
-  parallel.for_each(key_tasks.size(), [&](size_t i) {
+  parallel.for_each(s.tasks.size(), [&](size_t i) {
     std::unique_ptr<Tiles> tiles = pool.take();
-    key_block(x, g, tasks, key_tasks[i].batch, key_tasks[i].kv_head, key_tasks[i].k0, *tiles);
+    load_queries(x, g, s, i, tiles->out);
     pool.give(std::move(tiles));
   });
-  parallel.for_each(tasks.size(), [&](size_t i) {
+  parallel.for_each(splits.size(), [&](size_t i) {
     std::unique_ptr<Tiles> tiles = pool.take();
-    query_task(x, g, tasks[i], *tiles);
+    const KeySplit& ks = splits[i];
+    key_split(x, g, s, ks, s.partials + ks.split * rows * d, touched.data() + ks.split * s.tasks.size(),
+              *tiles);
+    pool.give(std::move(tiles));
+  });
+  parallel.for_each(s.tasks.size(), [&](size_t i) {
+    std::unique_ptr<Tiles> tiles = pool.take();
+    reduce_dq(x, g, s, i, slots, touched, tiles->out);
     pool.give(std::move(tiles));
   });
 }

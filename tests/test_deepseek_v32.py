@@ -34,6 +34,7 @@ FUSED = {
     "RmsNorm": ds.NORMS,
     "RotaryPositionEmbedding": ds.ROTATED + ds.MLA_ROTATED,
     "LightningIndexer": ds.LAYERS,
+    "SwiGlu": ds.MLPS,
 }
 GRAD_OPS = {"LightningIndexerGrad": ds.LAYERS, "RotaryPositionEmbeddingGrad": ds.ROTATED}
 
@@ -182,6 +183,7 @@ def test_fuse_leaves_an_indexer_whose_mask_is_not_causal():
         "RmsNorm": ds.NORMS,
         "RotaryPositionEmbedding": ds.ROTATED + ds.MLA_ROTATED,
         "FlashAttentionScore": ds.LAYERS,
+        "SwiGlu": ds.MLPS,
     }
     inputs = expected(2)
     for name, out in outputs_of(model, inputs, native=False).items():

@@ -140,7 +140,16 @@ def test_graph_casts_each_parameter_once_and_computes_where_torch_does(precision
     parameters = {i.name for i in graph.input if i.name.startswith(("model.", "lm_head"))}
     casts = [n for n in graph.node if n.op_type == "Cast" and n.input[0] in parameters]
     assert len(casts) == len({n.input[0] for n in casts})  # one Cast per parameter, not per use
-    assert len(casts) == len(parameters) - 1  # all but the embedding table, which is gathered
+    # The gated MLPs' gate and up weights are joined into one product (fusion/swi_glu.py): cast
+    # once, joined and transposed.
+    joins = [n for n in graph.node if n.op_type == "Concat" and set(n.input) <= parameters]
+    for join in joins:
+        consumer = next(n for n in graph.node if join.output[0] in n.input)
+        assert consumer.op_type == "Transpose"
+        assert [n.op_type for n in graph.node if consumer.output[0] in n.input] == ["Cast"]
+    joined = {p for join in joins for p in join.input}
+    assert len(joins) == hf.MLPS
+    assert len(casts) + len(joined) == len(parameters) - 1  # all but the embedding table, which is gathered
     low_ops = {"MatMul", "FlashAttentionScore", "FlashAttentionScoreGrad", "RmsNorm", "RmsNormGrad"}
     low_ops |= {"RotaryPositionEmbedding", "RotaryPositionEmbeddingGrad"}
     for node in graph.node:

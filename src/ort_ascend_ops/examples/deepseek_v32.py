@@ -43,6 +43,7 @@ TOP_K = SIZES["index_topk"]
 NORMS = 4 * LAYERS + 1
 ROTATED = 2 * LAYERS
 MLA_ROTATED = 2 * LAYERS
+MLPS = LAYERS  # first_k_dense_replace covers every layer: a gated MLP each, no experts
 INDEXER_PARAMETERS = ("wq_b.weight", "wk.weight", "k_norm.weight", "k_norm.bias", "weights_proj.weight")
 # torch.optim.AdamW steps of the warm-up oracle, at this learning rate (defaults otherwise).
 ADAMW_STEPS, ADAMW_LR = 3, 1e-2

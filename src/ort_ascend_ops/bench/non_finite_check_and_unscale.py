@@ -37,22 +37,9 @@ def _standard(inputs: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str,
         helper.make_node("Cast", ["bad"], ["flags"], to=f32),
         helper.make_node("ReduceMax", ["flags"], ["found"], keepdims=0),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "unscale",
-        [
-            helper.make_tensor_value_info("scaled_grads", elem, grads.shape),
-            helper.make_tensor_value_info("inv_scale", f32, [1]),
-        ],
-        [
-            helper.make_tensor_value_info("y", elem, grads.shape),
-            helper.make_tensor_value_info("found", f32, []),
-        ],
-    )
-    model = helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", peers.STANDARD_OPSET)], ir_version=10
-    )
-    return model, {"scaled_grads": grads, "inv_scale": inputs["inv_scale"]}
+    feeds = {"scaled_grads": grads, "inv_scale": inputs["inv_scale"]}
+    outputs = {"y": (grads.dtype, grads.shape), "found": (np.float32, [])}
+    return peers.standard_graph(nodes, feeds, outputs, "unscale"), feeds
 
 
 def make(case: tuple[int, str]) -> Case:

@@ -91,15 +91,24 @@ def backward(y, wrt: list, dy) -> Callable[[], object]:
 def standard_model(op_type: str, inputs: dict[str, np.ndarray], **attrs) -> onnx.ModelProto:
     """A model holding one standard ONNX node ``op_type`` (opset 23) on ``inputs``, with one output
     ``y`` typed like the first input."""
+    first = next(iter(inputs.values()))
+    node = helper.make_node(op_type, list(inputs), ["y"], **attrs)
+    return standard_graph([node], inputs, {"y": (first.dtype, None)}, op_type)
+
+
+def standard_graph(
+    nodes: list[onnx.NodeProto], inputs: dict[str, np.ndarray], outputs: dict[str, tuple], name: str
+) -> onnx.ModelProto:
+    """A model of standard ONNX ``nodes`` (opset 23) on ``inputs``, giving ``outputs`` (name ->
+    (NumPy dtype, shape or None))."""
 
     def info(name: str, dtype: np.dtype, shape) -> onnx.ValueInfoProto:
-        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(dtype), shape)
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
 
-    first = next(iter(inputs.values()))
     graph = helper.make_graph(
-        [helper.make_node(op_type, list(inputs), ["y"], **attrs)],
-        op_type,
+        nodes,
+        name,
         [info(name, a.dtype, a.shape) for name, a in inputs.items()],
-        [info("y", first.dtype, None)],
+        [info(name, dtype, shape) for name, (dtype, shape) in outputs.items()],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", STANDARD_OPSET)], ir_version=10)

@@ -22,21 +22,6 @@ def cases(quick: bool, dtypes: tuple[str, ...]) -> list[tuple[int, int, str]]:
     return [(t, i, dtype) for t, i in shapes for dtype in dtypes]
 
 
-def standard(nodes: list, inputs: dict[str, np.ndarray], outputs: dict[str, tuple]) -> onnx.ModelProto:
-    """A model of standard ``nodes`` taking ``inputs`` and giving ``outputs`` (name -> shape), of
-    the first input's element type."""
-    elem = helper.np_dtype_to_tensor_dtype(next(iter(inputs.values())).dtype)
-    graph = helper.make_graph(
-        nodes,
-        "swi_glu",
-        [helper.make_tensor_value_info(n, elem, a.shape) for n, a in inputs.items()],
-        [helper.make_tensor_value_info(n, elem, s) for n, s in outputs.items()],
-    )
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", peers.STANDARD_OPSET)], ir_version=10
-    )
-
-
 def _standard(inputs: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     x = inputs["x"]
     f32 = TensorProto.FLOAT
@@ -48,7 +33,9 @@ def _standard(inputs: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str,
         helper.make_node("Mul", ["silu", "b"], ["yf"]),
         helper.make_node("Cast", ["yf"], ["y"], to=helper.np_dtype_to_tensor_dtype(x.dtype)),
     ]
-    return standard(nodes, inputs, {"y": (x.shape[0], x.shape[1] // 2)}), inputs
+    return peers.standard_graph(
+        nodes, inputs, {"y": (x.dtype, (x.shape[0], x.shape[1] // 2))}, "swi_glu"
+    ), inputs
 
 
 def make(case: tuple[int, int, str]) -> Case:
@@ -59,11 +46,11 @@ def make(case: tuple[int, int, str]) -> Case:
         torch = peers.torch_module()
         (x,) = peers.tensors(inputs["x"])
 
-        def call():
+        def swi_glu(x):
             gate, up = x.chunk(2, dim=-1)
             return torch.nn.functional.silu(gate) * up
 
-        return call
+        return peers.forward(swi_glu, x)
 
     return Case(
         "SwiGlu",

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from . import peers
 from .runner import Case, random
-from .swi_glu import cases, standard
+from .swi_glu import cases
 
 __all__ = ["PEERS", "cases", "make"]
 
@@ -40,7 +40,7 @@ def _standard(inputs: dict[str, np.ndarray]) -> tuple[onnx.ModelProto, dict[str,
         helper.make_node("Concat", ["da", "db"], ["dxf"], axis=-1),
         helper.make_node("Cast", ["dxf"], ["dx"], to=helper.np_dtype_to_tensor_dtype(x.dtype)),
     ]
-    return standard(nodes, inputs, {"dx": x.shape}), inputs
+    return peers.standard_graph(nodes, inputs, {"dx": (x.dtype, x.shape)}, "swi_glu_grad"), inputs
 
 
 def make(case: tuple[int, int, str]) -> Case:
@@ -55,7 +55,7 @@ def make(case: tuple[int, int, str]) -> Case:
         (dy,) = peers.tensors(inputs["dy"])
         gate, up = x.chunk(2, dim=-1)
         y = torch.nn.functional.silu(gate) * up
-        return lambda: torch.autograd.grad(y, x, dy, retain_graph=True)
+        return peers.backward(y, [x], dy)
 
     return Case(
         "SwiGluGrad",

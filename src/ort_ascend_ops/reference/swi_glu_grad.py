@@ -21,11 +21,10 @@ def SwiGluGrad(dy, x, dim: int = default("SwiGluGrad", "dim", int)):
     )
     x_f = op.Reshape(op.Cast(x, to=FLOAT.dtype), view, allowzero=1)
     a, b = op.Split(x_f, axis=1, num_outputs=2)
-    g = op.Reshape(
-        op.Cast(dy, to=FLOAT.dtype),
-        view * op.Constant(value_ints=[1, 0, 1]) + op.Constant(value_ints=[0, 1, 0]),
-        allowzero=1,
-    )
+    one_half = view * op.Constant(value_ints=[1, 0, 1]) + op.Constant(
+        value_ints=[0, 1, 0]
+    )  # [outer, 1, half]
+    g = op.Reshape(op.Cast(dy, to=FLOAT.dtype), one_half, allowzero=1)
     s = op.Sigmoid(a)
     one = op.Constant(value_float=1.0)
     da = g * b * (s * (one + a * (one - s)))

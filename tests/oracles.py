@@ -674,3 +674,49 @@ def flash_attention_inputs(
         **lengths,
     }
     return grad_inputs, attributes
+
+
+GMM_TYPES = [F32, F16, BF16]
+GMM_CASES = [  # (counts, K, N)
+    ((5, 0, 12, 3), 16, 24),
+    ((300, 1, 0, 260), 40, 530),  # groups cut in row and column blocks; an empty group between
+    ((0, 0, 0), 8, 4),  # no rows at all
+    ((7, 2), 0, 5),  # K = 0: y is zeros
+    ((1,) * 9, 3, 1),  # one row per group
+]
+
+
+def grouped_matmul_inputs(rng, counts, k, n, t, transpose_weight=0):
+    """x [M, K], weight [E, K, N] (or [E, N, K]), dy [M, N] and group_list for `counts`."""
+    m, e = sum(counts), len(counts)
+    shape = (e, n, k) if transpose_weight else (e, k, n)
+    return {
+        "x": rng.standard_normal((m, k)).astype(t),
+        "weight": (rng.standard_normal(shape) / max(k, 1) ** 0.5).astype(t),
+        "dy": rng.standard_normal((m, n)).astype(t),
+        "group_list": np.array(counts, np.int64),
+    }
+
+
+def _group_bounds(group_list):
+    return np.concatenate([[0], np.cumsum(group_list)]).astype(np.int64)
+
+
+def grouped_matmul_oracle(x, weight, group_list, transpose_weight=0):
+    w = weight.astype(np.float64)
+    if transpose_weight:
+        w = w.transpose(0, 2, 1)
+    b = _group_bounds(group_list)
+    y = np.zeros((x.shape[0], w.shape[2]))
+    for g in range(len(group_list)):
+        y[b[g] : b[g + 1]] = x[b[g] : b[g + 1]].astype(np.float64) @ w[g]
+    return y
+
+
+def grouped_matmul_weight_grad_oracle(x, dy, group_list, transpose_weight=0):
+    b = _group_bounds(group_list)
+    x64, dy64 = x.astype(np.float64), dy.astype(np.float64)
+    grads = np.zeros((len(group_list), x.shape[1], dy.shape[1]))
+    for g in range(len(group_list)):
+        grads[g] = x64[b[g] : b[g + 1]].T @ dy64[b[g] : b[g + 1]]
+    return grads.transpose(0, 2, 1) if transpose_weight else grads

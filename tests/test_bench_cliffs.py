@@ -28,6 +28,8 @@ QUICK = {(4096, 4160), (128, 136)}
 # ApplyAdamW and NonFiniteCheckAndUnscale walk their tensors as one flat array: no row width to
 # fall off a cliff.
 FLAT = {"apply_adam_w", "non_finite_check_and_unscale"}
+# GroupedMatmul and its weight grad: no power-of-two pairs in cliffs.py yet.
+WITHOUT_PAIRS = {"grouped_matmul", "grouped_matmul_weight_grad"}
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def test_pairs_have_the_widths_asked(quick, make_pair):
     }
     # Every width of every bench in every dtype and, for RoPE, every mode (the grad with and
     # without x), once.
-    assert set(BENCHES) == set(WIDTHS) | FLAT
+    assert set(BENCHES) == set(WIDTHS) | FLAT | WITHOUT_PAIRS
     assert sorted(keys) == sorted(
         (name, w, dtype, variant)
         for name in WIDTHS

@@ -38,7 +38,9 @@ def run_shapes(op, shapes, attrs=None):
     """Runs op on float32 inputs of the given shapes, allocated by ONNX Runtime (NumPy refuses
     shapes like [0, 2^40, 2^40] even when empty). Returns the output shapes. A shape of None is an
     empty slot."""
-    types = {name: np.int32 if name == "sparse_indices" else np.float32 for name in shapes}
+    types = {
+        name: {"sparse_indices": np.int32, "group_list": np.int64}.get(name, np.float32) for name in shapes
+    }
     dummies = {
         name: None if shape is None else np.zeros((0,) * len(shape), types[name])
         for name, shape in shapes.items()

@@ -15,16 +15,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 OPS = sorted(p.stem for p in (ROOT / "schemas").glob("*.toml"))
-FAMILIES = sorted({op.removesuffix("_grad") for op in OPS})
+# An op's family: the forward op its name extends (rms_norm_grad's is rms_norm, and
+# grouped_matmul_weight_grad's grouped_matmul); an op no other extends is a family of its own.
+FORWARD = [op for op in OPS if not op.endswith("_grad")]
+
+
+def family(op):
+    return max((f for f in FORWARD if op == f or op.startswith(f"{f}_")), key=len, default=op)
+
+
+FAMILIES = sorted({family(op) for op in OPS})
 # The families whose rows hold only some of them: the gradient rules and fusions are those of
 # differentiated forward ops (an optimizer op has neither), the shape rules those of `rule:` shapes.
-DIFFERENTIATED = [f for f in FAMILIES if f"{f}_grad" in OPS]
+DIFFERENTIATED = sorted({family(op) for op in OPS if op.endswith("_grad")})
 WITH_SHAPE_RULES = sorted(
-    {
-        op.removesuffix("_grad")
-        for op in OPS
-        if 'shape = "rule:' in (ROOT / "schemas" / f"{op}.toml").read_text()
-    }
+    {family(op) for op in OPS if 'shape = "rule:' in (ROOT / "schemas" / f"{op}.toml").read_text()}
 )
 FAMILIES_OF = {
     "src/ort_ascend_ops/autodiff/rules": DIFFERENTIATED,

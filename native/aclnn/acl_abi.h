@@ -134,6 +134,23 @@ using ForeachNonFiniteCheckAndUnscalePrepare = aclnnStatus (*)(const aclTensorLi
                                                                 const aclTensor* found_inf, const aclTensor* inv_scale,
                                                                 uint64_t* workspace_size, aclOpExecutor** executor);
 
+// aclnnGroupedMatmulV4: lists of one tensor each (splitItem 2/3); bias, quantization and
+// activation lists are passed NULL.
+using GroupedMatmulV4Prepare = aclnnStatus (*)(
+    const aclTensorList* x, const aclTensorList* weight, const aclTensorList* bias_optional,
+    const aclTensorList* scale_optional, const aclTensorList* offset_optional,
+    const aclTensorList* antiquant_scale_optional, const aclTensorList* antiquant_offset_optional,
+    const aclTensorList* per_token_scale_optional, const aclTensor* group_list_optional,
+    const aclTensorList* activation_input_optional, const aclTensorList* activation_quant_scale_optional,
+    const aclTensorList* activation_quant_offset_optional, int64_t split_item, int64_t group_type,
+    int64_t group_list_type, int64_t act_type, aclTensorList* out, aclTensorList* activation_feature_out_optional,
+    aclTensorList* dyn_quant_scale_out_optional, uint64_t* workspace_size, aclOpExecutor** executor);
+// aclnnGroupedMatmulAddV2: y_ref (float32) += x_g^T @ weight_g per group of the shared first axis.
+using GroupedMatmulAddV2Prepare = aclnnStatus (*)(const aclTensor* x, const aclTensor* weight,
+                                                  const aclTensor* group_list, aclTensor* y_ref, bool transpose_x,
+                                                  bool transpose_weight, int64_t group_type, int64_t group_list_type,
+                                                  uint64_t* workspace_size, aclOpExecutor** executor);
+
 // aclnnFlashAttentionScore(Grad): realShift / pse, dropMask, paddingMask and prefix are passed NULL.
 using FlashAttentionScorePrepare = aclnnStatus (*)(
     const aclTensor* query, const aclTensor* key, const aclTensor* value, const aclTensor* real_shift,

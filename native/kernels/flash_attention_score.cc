@@ -41,7 +41,7 @@ void attend(const T* query, const T* key, const T* value, const uint8_t* mask,
     const FaRows kt = fa_rows(key + g.key_at(g.key, b, t.kv_head, k0), g.key.row, n, d, w.k);
     const FaRows vt = fa_rows(value + g.key_at(g.value, b, t.kv_head, k0), g.value.row, n, dv, w.v);
     float* s = w.s.data();
-    fa_gemm(false, true, m, n, d, g.scale, w.q.data(), d, kt.data, kt.ld, 0.f, s, n);
+    gemm(false, true, m, n, d, g.scale, w.q.data(), d, kt.data, kt.ld, 0.f, s, n);
     for (int64_t r = 0; r < m; ++r) {
       float* row = s + r * n;
       const float block_max =
@@ -60,7 +60,7 @@ void attend(const T* query, const T* key, const T* value, const uint8_t* mask,
       }
       w.sum[r] += sum;
     }
-    fa_gemm(false, false, m, dv, n, 1.f, s, n, vt.data, vt.ld, 1.f, w.o.data(), dv);
+    gemm(false, false, m, dv, n, 1.f, s, n, vt.data, vt.ld, 1.f, w.o.data(), dv);
   }
   for (int64_t r = 0; r < m; ++r) {
     const int64_t h = t.head_begin + r / rows, q = t.rows.begin + r % rows;

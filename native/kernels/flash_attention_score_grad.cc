@@ -119,18 +119,18 @@ void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScrat
   w.p.resize(static_cast<size_t>(m * n));
   w.ds.resize(static_cast<size_t>(m * n));
   float *p = w.p.data(), *ds = w.ds.data();
-  fa_gemm(false, true, m, n, d, g.scale, q, d, kt.data, kt.ld, 0.f, p, n);
+  gemm(false, true, m, n, d, g.scale, q, d, kt.data, kt.ld, 0.f, p, n);
   probabilities(x, g, t, k0, n, p);
-  fa_gemm(false, true, m, n, dv, 1.f, dy, dv, vt.data, vt.ld, 0.f, ds, n);
+  gemm(false, true, m, n, dv, 1.f, dy, dv, vt.data, vt.ld, 0.f, ds, n);
   for (int64_t r = 0; r < m; ++r) {
     const float dr = drow[r];
     const float* pr = p + r * n;
     float* sr = ds + r * n;
     for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * (sr[j] - dr);
   }
-  fa_gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, dv_sum, dv);
-  fa_gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, dk, d);
-  fa_gemm(false, false, m, d, n, g.scale, ds, n, kt.data, kt.ld, first ? 0.f : 1.f,
+  gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, dv_sum, dv);
+  gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, dk, d);
+  gemm(false, false, m, d, n, g.scale, ds, n, kt.data, kt.ld, first ? 0.f : 1.f,
           dq_partial + s.offset[i] * d, d);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/lightning_indexer_rows.h"
 
 namespace oao {
@@ -91,11 +92,6 @@ struct FaQueryTask {
   FaRange rows;
 };
 std::vector<FaQueryTask> fa_query_tasks(const FlashAttentionGeometry& g);
-
-// C[m x n] = alpha op(A) op(B) + beta C, float32, row-major with leading dimensions, on the
-// calling thread (see single_threaded_blas).
-void fa_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-             int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // A float32 view of `rows` rows of `cols` elements `stride` apart: the rows themselves for float32,
 // else converted into `buffer` (then `cols` apart). The pointer and its leading dimension.

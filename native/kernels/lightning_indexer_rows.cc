@@ -1,9 +1,6 @@
 #include "kernels/lightning_indexer_rows.h"
 
-#include <cblas.h>
-
 #include <algorithm>
-#include <mutex>
 #include <type_traits>
 
 #include "kernels/element.h"
@@ -44,19 +41,6 @@ BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, in
 
 template BadIndex find_bad_index<int32_t>(const int32_t*, const TokenSpans&, int64_t, int);
 template BadIndex find_bad_index<int64_t>(const int64_t*, const TokenSpans&, int64_t, int);
-
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-          float* c, bool accumulate) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum; BLAS would also refuse the leading dimension 0
-    if (!accumulate) std::fill(c, c + m * n, 0.f);
-    return;
-  }
-  const auto lda = static_cast<blasint>(trans_a ? m : k), ldb = static_cast<blasint>(trans_b ? k : n);
-  scipy_cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                    static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.f, a, lda, b,
-                    ldb, accumulate ? 1.f : 0.f, c, static_cast<blasint>(n));
-}
 
 namespace {
 
@@ -176,11 +160,5 @@ template void from_float32<float>(const float*, int64_t, float*);
 template void from_float32<half>(const float*, int64_t, half*);
 template void from_float32<bfloat16>(const float*, int64_t, bfloat16*);
 
-void single_threaded_blas() {
-  // This OpenBLAS is the scipy-openblas32 wheel's, ours alone in the process (NumPy carries its
-  // own), so its global thread count is ours to set; its wheel does not export the per-thread one.
-  static std::once_flag once;
-  std::call_once(once, [] { scipy_openblas_set_num_threads(1); });
-}
 
 }  // namespace oao

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/parallel.h"
 
 namespace oao {
@@ -37,10 +38,6 @@ struct BadIndex {
 template <class I>
 BadIndex find_bad_index(const I* indices, const TokenSpans& spans, int64_t k, int sparse_mode);
 
-// C[m x n] = op(A) op(B), or C += op(A) op(B) when accumulating; float32, row-major, on the calling
-// thread.
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
-          float* c, bool accumulate = false);
 
 // For the scores s of a token (n slots x h heads, row-major): dw[j] += relu(s[v,j]) dy[v] over v,
 // in order (d_weights, whose sum may go on from an earlier block of slots), and s becomes
@@ -79,7 +76,5 @@ class BufferPool {
   std::vector<std::unique_ptr<B>> free_;
 };
 
-// Keeps OpenBLAS on the calling thread: the kernels already spread their tasks over ORT's threads.
-void single_threaded_blas();
 
 }  // namespace oao

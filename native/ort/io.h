@@ -34,7 +34,8 @@ template <size_t N>
 constexpr std::optional<ONNXTensorElementDataType> element_type_of(std::string_view type,
                                                                    const TypeOf (&types)[N]) {
   constexpr TypeOf kTensorTypes[] = {{"tensor(float)", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
-                                     {"tensor(int32)", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32}};
+                                     {"tensor(int32)", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+                                     {"tensor(int64)", ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64}};
   for (const TypeOf& t : types)
     if (t.constraint == type) return t.type;
   for (const TypeOf& t : kTensorTypes)

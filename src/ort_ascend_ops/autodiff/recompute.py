@@ -43,6 +43,7 @@ PRODUCTS = {
     *(("", op) for op in ("MatMul", "Gemm", "Einsum", "Conv", "ConvTranspose")),
     (DOMAIN, "FlashAttentionScore"),
     (DOMAIN, "LightningIndexer"),
+    (DOMAIN, "GroupedMatmul"),
 }
 # Their outputs depend on the input's shape alone, which the recomputed input has too.
 _SHAPE_OPS = {"Shape", "Size"}

@@ -7,6 +7,8 @@ from . import (
     apply_adam_w,
     flash_attention_score,
     flash_attention_score_grad,
+    grouped_matmul,
+    grouped_matmul_weight_grad,
     lightning_indexer,
     lightning_indexer_grad,
     non_finite_check_and_unscale,
@@ -33,6 +35,8 @@ BENCHES = {
     "non_finite_check_and_unscale": non_finite_check_and_unscale,
     "swi_glu": swi_glu,
     "swi_glu_grad": swi_glu_grad,
+    "grouped_matmul": grouped_matmul,
+    "grouped_matmul_weight_grad": grouped_matmul_weight_grad,
 }
 # Short names for the command line.
 ALIASES = {

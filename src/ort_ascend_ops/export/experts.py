@@ -6,9 +6,10 @@ data-dependent loop, which ``torch.export`` cannot trace), ``batched_mm`` gather
 matrix per token and expert (``tokens x top_k x intermediate x hidden`` values), and ``grouped_mm``
 sorts the token-expert pairs by expert and multiplies each expert's rows by its weights. The
 export takes ``grouped_mm`` whatever the model is set to (and sets it back after), and writes
-its grouped product as ONNX: the rows split by each expert's count, one MatMul per expert, the
-results concatenated. Its gradient is then one Concat of row blocks and one Split of the expert
-weights, never a scatter per expert into a tensor of every token."""
+its grouped product as one ``GroupedMatmul`` of the sorted rows by the stacked weights, with each
+expert's count of rows (``aclnnGroupedMatmulV4`` on the NPU). Its gradients are a GroupedMatmul
+and a GroupedMatmulWeightGrad (autodiff/rules/grouped_matmul.py): one kernel each per layer,
+never a kernel per expert, nor a scatter per expert into a tensor of every token."""
 
 from __future__ import annotations
 
@@ -47,47 +48,25 @@ def grouped_experts(module):
 def translations() -> dict:
     """torch.onnx's custom translations of the grouped product: ``aten._grouped_mm`` and the
     fallback custom op transformers traces on the CPU."""
-    import onnx_ir as ir
     import torch
     from onnxscript.onnx_opset import opset18 as op
+
+    from ..opschema import register_schemas
+    from ..reference._opset import ascend
+
+    register_schemas()  # onnxscript reads the op's outputs off its schema
 
     def grouped_mm(mat_a, mat_b, offs, bias=None, out_dtype=None):
         """``out[r] = mat_a[r] @ mat_b[g]`` for the rows ``r`` of group ``g``: ``mat_a`` (M, K)
         sorted by group, ``mat_b`` (G, K, N), ``offs`` (G,) each group's cumulative end."""
         if bias is not None or out_dtype is not None:
             raise NotImplementedError("export_torch: _grouped_mm with a bias or an out_dtype")
-        groups = mat_b.shape[0]
-        if not isinstance(groups, int):
-            raise NotImplementedError("export_torch: _grouped_mm needs a static number of experts")
         ends = op.Cast(offs, to=7)  # int64
-        starts = op.Concat(op.Constant(value_ints=[0]), op.Slice(ends, [0], [-1]), axis=0)
-        counts = op.Sub(ends, starts)
-        # torch.onnx counts a Split's outputs by its num_outputs, which ONNX forbids beside a split
-        # input: without_split_counts drops it once the graph is built.
-        rows = op.Split(mat_a, counts, axis=0, num_outputs=groups) if groups > 1 else [mat_a]
-        for part in rows if groups > 1 else []:
-            # ONNX's shape inference gives a Split of a static axis by a dynamic split no shape.
-            part.dtype, part.shape = mat_a.dtype, ir.Shape([None, *mat_a.shape[1:]])
-        weights = op.Split(mat_b, axis=0, num_outputs=groups) if groups > 1 else [mat_b]
-        products = [op.MatMul(r, op.Squeeze(w, [0])) for r, w in zip(rows, weights, strict=True)]
-        return op.Concat(*products, axis=0) if groups > 1 else products[0]
+        counts = op.Sub(ends, op.Concat(op.Constant(value_ints=[0]), op.Slice(ends, [0], [-1]), axis=0))
+        return ascend.GroupedMatmul(mat_a, mat_b, counts)
 
     table = {torch.ops.aten._grouped_mm.default: grouped_mm}
     fallback = getattr(getattr(torch.ops, "transformers", None), "grouped_mm_fallback", None)
     if fallback is not None:
         table[fallback.default] = grouped_mm
     return table
-
-
-def without_split_counts(graph) -> None:
-    """Drops num_outputs from the Splits that also have a split input (see ``grouped_mm``)."""
-    for node in graph.node:
-        if (
-            node.op_type == "Split"
-            and node.domain in ("", "ai.onnx")
-            and len(node.input) > 1
-            and node.input[1]
-        ):
-            kept = [a for a in node.attribute if a.name != "num_outputs"]
-            del node.attribute[:]
-            node.attribute.extend(kept)

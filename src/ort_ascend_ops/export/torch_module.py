@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import onnx
 
 from . import batch_norm, packed_attention
-from .experts import grouped_experts, translations, without_split_counts
+from .experts import grouped_experts, translations
 from .patches import exportable
 
 
@@ -92,7 +92,6 @@ def export_torch(module, args, *, dynamic_shapes=None, opset: int | None = None)
             verbose=False,
         )
     model = exported.model_proto
-    without_split_counts(model.graph)
     _rename(model.graph, _parameter_names(model.graph, module))
     _check_parameters(model, module)
     _record_padding_rows(model, module)

@@ -18,6 +18,7 @@ from ..export import parameter_names
 from ..opschema import register_schemas
 from ..reference import attach_functions
 from .flash_attention_score import FLASH_ATTENTION_RULES
+from .grouped_matmul import GROUPED_MATMUL_RULES
 from .lightning_indexer import LIGHTNING_INDEXER_RULES
 from .rms_norm import RMS_NORM_RULES
 from .rotary_position_embedding import ROTARY_RULES
@@ -28,7 +29,14 @@ logger = logging.getLogger(__name__)
 # Norms first: a rotary pattern never contains one, and its cos/sin checks then see final shapes.
 # Attention last: its q and k are then the rotary op's outputs.
 _RULES = pattern.RewriteRuleSet(
-    [*RMS_NORM_RULES, *ROTARY_RULES, *LIGHTNING_INDEXER_RULES, *FLASH_ATTENTION_RULES, *SWI_GLU_RULES],
+    [
+        *RMS_NORM_RULES,
+        *ROTARY_RULES,
+        *LIGHTNING_INDEXER_RULES,
+        *FLASH_ATTENTION_RULES,
+        *SWI_GLU_RULES,
+        *GROUPED_MATMUL_RULES,
+    ],
     commute=True,
 )
 

@@ -21,6 +21,9 @@ from .apply_adam_w import ApplyAdamW
 from .flash_attention_score import FlashAttentionScore
 from .flash_attention_score_grad import FlashAttentionScoreGrad
 from .flash_attention_score_mask import AttentionAllowed
+from .grouped_matmul import GroupedMatmul
+from .grouped_matmul_rules import AsKn, GroupedRows, GroupSlice
+from .grouped_matmul_weight_grad import GroupedMatmulWeightGrad
 from .lightning_indexer import IndexerSelect, LightningIndexer
 from .lightning_indexer_grad import IndexerGradRows, LightningIndexerGrad
 from .lightning_indexer_tokens import IndexerTokens
@@ -53,6 +56,8 @@ FUNCTIONS: dict[str, OnnxFunction] = {
         NonFiniteCheckAndUnscale,
         SwiGlu,
         SwiGluGrad,
+        GroupedMatmul,
+        GroupedMatmulWeightGrad,
     )
 }
 
@@ -101,6 +106,9 @@ HELPERS: tuple[OnnxFunction, ...] = (
     apply_adam_w_rules.TorchDecimal,
     non_finite_check_and_unscale_rules.UnscaleRules,
     GluRules,
+    GroupedRows,
+    GroupSlice,
+    AsKn,
     flash_attention_score_layout.AttentionLayout,
     flash_attention_score_layout.AttentionViews,
     flash_attention_score_layout.AttentionShape,

@@ -9,6 +9,7 @@ from . import (
     conv,
     elementwise,
     flash_attention_score,
+    grouped_matmul,
     index,
     lightning_indexer,
     linalg,
@@ -28,6 +29,7 @@ RULES: dict[tuple[str, str], GradientRule] = {
     (DOMAIN, "LightningIndexer"): lightning_indexer.lightning_indexer,
     (DOMAIN, "FlashAttentionScore"): flash_attention_score.flash_attention_score,
     (DOMAIN, "SwiGlu"): swi_glu.swi_glu,
+    (DOMAIN, "GroupedMatmul"): grouped_matmul.grouped_matmul,
     # Standard ops that our grad ops serve too.
     ("", "RMSNormalization"): rms_norm.rms_normalization,
     ("", "RotaryEmbedding"): rotary_position_embedding.rotary_embedding,

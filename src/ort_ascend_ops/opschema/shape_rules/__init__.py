@@ -9,6 +9,7 @@ from .flash_attention_score import (
     flash_attention_out,
     flash_attention_stats,
 )
+from .grouped_matmul import grouped_matmul_dweight, grouped_matmul_y
 from .lightning_indexer import lightning_indexer_grad, lightning_indexer_topk
 from .rms_norm import rms_norm_rstd
 from .rotary_position_embedding import rotary_dx, rotary_y
@@ -28,4 +29,6 @@ SHAPE_RULES: dict[str, ShapeRule] = {
     "lightning_indexer_grad_key": lightning_indexer_grad("key"),
     "lightning_indexer_grad_weights": lightning_indexer_grad("weights"),
     "swi_glu_y": swi_glu_y,
+    "grouped_matmul_y": grouped_matmul_y,
+    "grouped_matmul_dweight": grouped_matmul_dweight,
 }

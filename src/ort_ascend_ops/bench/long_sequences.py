@@ -31,15 +31,19 @@ TORCH = [("PyTorch eager", False), ("PyTorch eager gradient_checkpointing", True
 STEPS = 3  # one warm-up
 
 
-def _llama(vocab: int, layers: int, seqs: list[int], quick_seqs: list[int]) -> dict:
+def _llama(
+    vocab: int, layers: int, seqs: list[int], quick_seqs: list[int], hidden: int = 256, heads: int = 4
+) -> dict:
+    intermediate = 688 * hidden // 256
     return {
-        "title": f"HF Llama, hidden 256, intermediate 688, {layers} layers, 4 heads / 2 kv heads, vocab {vocab}",
+        "title": f"HF Llama, hidden {hidden}, intermediate {intermediate}, {layers} layers, {heads} heads / 2 kv "
+        f"heads, vocab {vocab}",
         "config": dict(
             vocab_size=vocab,
-            hidden_size=256,
-            intermediate_size=688,
+            hidden_size=hidden,
+            intermediate_size=intermediate,
             num_hidden_layers=layers,
-            num_attention_heads=4,
+            num_attention_heads=heads,
             num_key_value_heads=2,
             max_position_embeddings=max(seqs),
             tie_word_embeddings=False,
@@ -52,6 +56,8 @@ def _llama(vocab: int, layers: int, seqs: list[int], quick_seqs: list[int]) -> d
 
 CONFIGS = {
     "long": _llama(32000, 4, [1024, 4096, 8192], [128, 256]),
+    # Issue 51's row: hidden 384, where the attention's share of the step grows with the sequence.
+    "long384": _llama(32000, 4, [1024, 4096], [128], hidden=384, heads=6),
     "vocab128k": _llama(131072, 2, [8192], [256]),
 }
 

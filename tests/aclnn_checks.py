@@ -2,12 +2,89 @@
 a refused call was refused by the backend itself, before any vendor function ran, and what the
 vendor does with FlashAttentionScore(Grad)'s TND."""
 
+import ctypes
+
 import numpy as np
 import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
 
 from engines import run
 from oracles import BF16, F16, F32
+from ort_ascend_ops import aclnn_emulator
+
+P, I64C = ctypes.c_void_p, ctypes.c_int64
+ACL_FLOAT, ACL_ND = 0, 2
+
+
+class FirstPhases:
+    """The emulator's libraries for calling aclnn first phases directly, as the backend never does:
+    ``base`` (libnnopbase: tensors, lists, int arrays, executors), ``ops`` (``library``, a
+    libopapi_*.so, whose first phases the caller types) and ``acl`` (the runtime's controls), and
+    ND tensors over device memory, all released by ``close``."""
+
+    def __init__(self, emulator, library):
+        home = f"{aclnn_emulator.home()}/lib64"
+        self.base, self.ops, self.acl = (
+            ctypes.CDLL(f"{home}/libnnopbase.so"),
+            ctypes.CDLL(f"{home}/{library}"),
+            emulator,
+        )
+        i64p = ctypes.POINTER(I64C)
+        base = self.base
+        base.aclCreateTensor.restype = P
+        base.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, I64C, ctypes.c_int, i64p]
+        base.aclCreateTensor.argtypes += [ctypes.c_uint64, P]
+        base.aclCreateTensorList.restype = P
+        base.aclCreateTensorList.argtypes = [ctypes.POINTER(P), ctypes.c_uint64]
+        base.aclCreateIntArray.restype = P
+        base.aclCreateIntArray.argtypes = [i64p, ctypes.c_uint64]
+        for name in (
+            "aclDestroyTensor",
+            "aclDestroyTensorList",
+            "aclDestroyIntArray",
+            "aclDestroyAclOpExecutor",
+        ):
+            getattr(base, name).argtypes = [P]
+        emulator.aclrtMalloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_int]
+        emulator.aclrtFree.argtypes = [P]
+        emulator.aclGetRecentErrMsg.restype = ctypes.c_char_p
+        self.made, self.blocks = [], []  # (destroy, object); device memory
+
+    def tensor(self, shape, dtype=ACL_FLOAT, strides=None, storage=None):
+        """An ND aclTensor of ``shape`` (aclDataType ``dtype``) over fresh device memory holding
+        ``storage`` (default: ``shape``), with ``strides`` (default: contiguous)."""
+        storage = storage or shape
+        block = P()
+        assert self.acl.aclrtMalloc(ctypes.byref(block), max(int(np.prod(storage)), 1) * 8, 0) == 0
+        self.blocks.append(block)
+        strides = strides or [int(np.prod(shape[i + 1 :])) for i in range(len(shape))]
+        dims, store, steps = ((I64C * len(v))(*v) for v in (shape, storage, strides))
+        t = self.base.aclCreateTensor(dims, len(shape), dtype, steps, 0, ACL_ND, store, len(storage), block)
+        self.made.append((self.base.aclDestroyTensor, t))
+        return t
+
+    def tensor_list(self, t):
+        """A list of the one tensor ``t``, which then owns it."""
+        self.made.remove((self.base.aclDestroyTensor, t))
+        self.made.append((self.base.aclDestroyTensorList, self.base.aclCreateTensorList((P * 1)(t), 1)))
+        return self.made[-1][1]
+
+    def int_array(self, values):
+        a = self.base.aclCreateIntArray((I64C * len(values))(*values), len(values))
+        self.made.append((self.base.aclDestroyIntArray, a))
+        return a
+
+    def status(self, code, executor):
+        """A first phase's status and the runtime's message; its executor released."""
+        if code == 0:
+            self.base.aclDestroyAclOpExecutor(executor)
+        return code, (self.acl.aclGetRecentErrMsg() or b"").decode()
+
+    def close(self):
+        for destroy, obj in self.made:
+            destroy(obj)
+        for block in self.blocks:
+            self.acl.aclrtFree(block)
 
 
 def host_waits(emulator):

@@ -5,33 +5,17 @@ call reaches these checks)."""
 
 import ctypes
 
-import numpy as np
 import pytest
-
-from ort_ascend_ops import aclnn_emulator
+from aclnn_checks import FirstPhases
 
 P, I64 = ctypes.c_void_p, ctypes.c_int64
 NULLPTR, INVALID, TILING = 161001, 161002, 561002
-FLOAT, ND = 0, 2
 T1, T2, N1, N2, D = 7, 9, 2, 1, 8
 
 
 @pytest.fixture
 def lib(emulator):
-    home = f"{aclnn_emulator.home()}/lib64"
-    base, ops = ctypes.CDLL(f"{home}/libnnopbase.so"), ctypes.CDLL(f"{home}/libopapi_transformer.so")
-    i64p = ctypes.POINTER(I64)
-    base.aclCreateTensor.restype = P
-    base.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, I64, ctypes.c_int, i64p]
-    base.aclCreateTensor.argtypes += [ctypes.c_uint64, P]
-    base.aclDestroyTensor.argtypes = [P]
-    base.aclCreateIntArray.restype = P
-    base.aclCreateIntArray.argtypes = [i64p, ctypes.c_uint64]
-    base.aclDestroyIntArray.argtypes = [P]
-    base.aclDestroyAclOpExecutor.argtypes = [P]
-    emulator.aclrtMalloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_int]
-    emulator.aclrtFree.argtypes = [P]
-    emulator.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    phases = FirstPhases(emulator, "libopapi_transformer.so")
     # scale, keepProb, preTokens, nextTokens, headNum, inputLayout, innerPrecise, sparseMode
     scalars = [ctypes.c_double, ctypes.c_double, I64, I64, I64, ctypes.c_char_p, I64, I64]
     # (tensors and arrays before the scalars, output tensors after; then workspaceSize, executor)
@@ -40,36 +24,16 @@ def lib(emulator):
         ("aclnnFlashAttentionVarLenScoreGetWorkspaceSize", 10, 4),
         ("aclnnFlashAttentionUnpaddingScoreGradGetWorkspaceSize", 15, 4),
     ]:
-        getattr(ops, name).argtypes = [P] * before + scalars + [P] * (after + 2)
-    made, blocks = [], []
-
-    def tensor(shape):
-        block = P()
-        assert emulator.aclrtMalloc(ctypes.byref(block), int(np.prod(shape)) * 4, 0) == 0
-        blocks.append(block)
-        dims = (I64 * len(shape))(*shape)
-        strides = (I64 * len(shape))(*(int(x) for x in np.cumprod((1, *shape[:0:-1]))[::-1]))
-        t = base.aclCreateTensor(dims, len(shape), FLOAT, strides, 0, ND, dims, len(shape), block)
-        made.append((base.aclDestroyTensor, t))
-        return t
-
-    def array(values):
-        a = base.aclCreateIntArray((I64 * len(values))(*values), len(values))
-        made.append((base.aclDestroyIntArray, a))
-        return a
-
-    yield type("Lib", (), {"tensor": tensor, "array": array, "base": base, "ops": ops, "acl": emulator})
-    for destroy, obj in made:
-        destroy(obj)
-    for block in blocks:
-        emulator.aclrtFree(block)
+        getattr(phases.ops, name).argtypes = [P] * before + scalars + [P] * (after + 2)
+    yield phases
+    phases.close()
 
 
 def forward(
     lib, ends_q=(3, 7), ends_kv=(4, 9), *, layout=b"TND", sparse_mode=0, stats=(T1, N1, 8), arrays=None
 ):
     """aclnnFlashAttentionVarLenScoreGetWorkspaceSize's status and message."""
-    q_len, kv_len = arrays or (None if e is None else lib.array(e) for e in (ends_q, ends_kv))
+    q_len, kv_len = arrays or (None if e is None else lib.int_array(e) for e in (ends_q, ends_kv))
     q, out = lib.tensor((T1, N1, D)), lib.tensor((T1, N1, D))
     k, v = lib.tensor((T2, N2, D)), lib.tensor((T2, N2, D))
     size, executor = ctypes.c_uint64(), P()
@@ -77,9 +41,7 @@ def forward(
         q, k, v, None, None, None, None, None, q_len, kv_len, 0.5, 1.0, 2**31 - 1, 2**31 - 1, N1, layout, 0,
         sparse_mode, lib.tensor(stats), lib.tensor(stats), None, out, ctypes.byref(size), ctypes.byref(executor)
     )  # fmt: skip
-    if code == 0:
-        lib.base.aclDestroyAclOpExecutor(executor)
-    return code, (lib.acl.aclGetRecentErrMsg() or b"").decode()
+    return lib.status(code, executor)
 
 
 def test_valid_call_prepares(lib):
@@ -111,7 +73,7 @@ def test_refusals_name_the_rule(lib, kwargs, code, rule):
 
 
 def test_destroyed_array_is_refused(lib):
-    q_len, kv_len = lib.array((3, 7)), lib.array((4, 9))
+    q_len, kv_len = lib.int_array((3, 7)), lib.int_array((4, 9))
     stale = lib.base.aclCreateIntArray((I64 * 2)(3, 7), 2)
     assert lib.base.aclDestroyIntArray(stale) == 0
     code, message = forward(lib, arrays=(stale, kv_len))
@@ -136,8 +98,8 @@ def test_grad_checks_the_lengths_too(lib):
     dq, dk, dv = lib.tensor((T1, N1, D)), lib.tensor((T2, N2, D)), lib.tensor((T2, N2, D))
     size, executor = ctypes.c_uint64(), P()
     code = lib.ops.aclnnFlashAttentionUnpaddingScoreGradGetWorkspaceSize(
-        q, k, v, dy, None, None, None, None, stats, stats, None, att, None, lib.array((3, 7)),
-        lib.array((9, 4)), 0.5, 1.0, 2**31 - 1, 2**31 - 1, N1, b"TND", 0, 0, dq, dk, dv, None,
+        q, k, v, dy, None, None, None, None, stats, stats, None, att, None, lib.int_array((3, 7)),
+        lib.int_array((9, 4)), 0.5, 1.0, 2**31 - 1, 2**31 - 1, N1, b"TND", 0, 0, dq, dk, dv, None,
         ctypes.byref(size), ctypes.byref(executor)
     )  # fmt: skip
     message = lib.acl.aclGetRecentErrMsg().decode()

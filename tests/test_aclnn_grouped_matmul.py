@@ -8,11 +8,10 @@ import re
 
 import numpy as np
 import pytest
-from aclnn_checks import assert_refused
+from aclnn_checks import FirstPhases, assert_refused
 
 from engines import run
 from oracles import BF16, F16, F32, TOL, assert_close, grouped_matmul_inputs, grouped_matmul_oracle
-from ort_ascend_ops import aclnn_emulator
 
 OP, V4 = "GroupedMatmul", "aclnnGroupedMatmulV4"
 
@@ -117,72 +116,29 @@ def test_an_empty_output_calls_nothing(counts, n, emulator):
 P, I64 = ctypes.c_void_p, ctypes.c_int64
 NULLPTR, INVALID, TILING = 161001, 161002, 561002
 DTYPE = {F32: 0, F16: 1, BF16: 27, np.int64: 9}
-ND = 2
-
-
-def contiguous_strides(shape):
-    return [int(np.prod(shape[i + 1 :])) for i in range(len(shape))]
 
 
 @pytest.fixture
 def lib(emulator):
-    home = f"{aclnn_emulator.home()}/lib64"
-    base, ops = ctypes.CDLL(f"{home}/libnnopbase.so"), ctypes.CDLL(f"{home}/libopapi_transformer.so")
-    i64p = ctypes.POINTER(I64)
-    base.aclCreateTensor.restype = P
-    base.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, I64, ctypes.c_int, i64p]
-    base.aclCreateTensor.argtypes += [ctypes.c_uint64, P]
-    base.aclDestroyTensor.argtypes = [P]
-    base.aclCreateTensorList.restype = P
-    base.aclCreateTensorList.argtypes = [ctypes.POINTER(P), ctypes.c_uint64]
-    base.aclDestroyTensorList.argtypes = [P]
-    base.aclDestroyAclOpExecutor.argtypes = [P]
-    emulator.aclrtMalloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_int]
-    emulator.aclrtFree.argtypes = [P]
-    emulator.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    phases = FirstPhases(emulator, "libopapi_transformer.so")
     # x, weight, 6 optional lists, groupListOptional, 3 optional lists; 4 integers; out, 2 lists
-    ops.aclnnGroupedMatmulV4GetWorkspaceSize.argtypes = [P] * 12 + [I64] * 4 + [P] * 5
-    ops.aclnnGroupedMatmulAddV2GetWorkspaceSize.argtypes = [P] * 4 + [ctypes.c_bool] * 2 + [I64] * 2 + [P] * 2
-    made, blocks = [], []
-
-    def tensor(shape, strides=None, storage=None, dtype=F32):
-        storage = storage or shape
-        block = P()
-        assert emulator.aclrtMalloc(ctypes.byref(block), max(int(np.prod(storage)), 1) * 8, 0) == 0
-        blocks.append(block)
-        dims, store = (I64 * len(shape))(*shape), (I64 * len(storage))(*storage)
-        steps = (I64 * len(shape))(*(strides or contiguous_strides(shape)))
-        t = base.aclCreateTensor(dims, len(shape), DTYPE[dtype], steps, 0, ND, store, len(storage), block)
-        made.append((base.aclDestroyTensor, t))
-        return t
-
-    def single(t):
-        """A list of one tensor, which then owns it."""
-        made.remove((base.aclDestroyTensor, t))
-        tensors = (P * 1)(t)
-        made.append((base.aclDestroyTensorList, base.aclCreateTensorList(tensors, 1)))
-        return made[-1][1]
-
-    def status(code, executor):
-        if code == 0:
-            base.aclDestroyAclOpExecutor(executor)
-        return code, (emulator.aclGetRecentErrMsg() or b"").decode()
-
-    yield type("Lib", (), {"tensor": tensor, "single": single, "status": status, "ops": ops})
-    for destroy, obj in made:
-        destroy(obj)
-    for block in blocks:
-        emulator.aclrtFree(block)
+    phases.ops.aclnnGroupedMatmulV4GetWorkspaceSize.argtypes = [P] * 12 + [I64] * 4 + [P] * 5
+    phases.ops.aclnnGroupedMatmulAddV2GetWorkspaceSize.argtypes = (
+        [P] * 4 + [ctypes.c_bool] * 2 + [I64] * 2 + [P] * 2
+    )
+    yield phases
+    phases.close()
 
 
 def v4(lib, x, weight, out, groups, *, dtype=F32, group_type=0, split_item=3, act_type=0):
     """aclnnGroupedMatmulV4GetWorkspaceSize's status and message, for tensors given as (shape,
     strides, storage) or shapes."""
+    views = [t if isinstance(t[0], tuple) else (t, None, None) for t in (x, weight, out)]
     made = [
-        lib.single(lib.tensor(*(t if isinstance(t[0], tuple) else (t,)), dtype=dtype))
-        for t in (x, weight, out)
+        lib.tensor_list(lib.tensor(shape, DTYPE[dtype], strides, storage))
+        for shape, strides, storage in views
     ]
-    counts = lib.tensor((groups,), dtype=np.int64)
+    counts = lib.tensor((groups,), DTYPE[np.int64])
     size, executor = ctypes.c_uint64(), P()
     code = lib.ops.aclnnGroupedMatmulV4GetWorkspaceSize(
         made[0], made[1], *[None] * 6, counts, *[None] * 3, split_item, group_type, 1, act_type, made[2], None, None,
@@ -193,10 +149,10 @@ def v4(lib, x, weight, out, groups, *, dtype=F32, group_type=0, split_item=3, ac
 
 def add_v2(lib, x, weight, groups, *, dtype=F16, transpose_x=True, y=None):
     """aclnnGroupedMatmulAddV2GetWorkspaceSize's status and message (x [K, M], weight [K, N])."""
-    y_ref = lib.tensor(y or (groups, x[1], weight[1]))
+    y_ref = lib.tensor(y or (groups, x[1], weight[1]), DTYPE[F32])
     size, executor = ctypes.c_uint64(), P()
     code = lib.ops.aclnnGroupedMatmulAddV2GetWorkspaceSize(
-        lib.tensor(x, dtype=dtype), lib.tensor(weight, dtype=dtype), lib.tensor((groups,), dtype=np.int64), y_ref, transpose_x, False,
+        lib.tensor(x, DTYPE[dtype]), lib.tensor(weight, DTYPE[dtype]), lib.tensor((groups,), DTYPE[np.int64]), y_ref, transpose_x, False,
         2, 1, ctypes.byref(size), ctypes.byref(executor),
     )  # fmt: skip
     return lib.status(code, executor)

@@ -7,6 +7,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from aclnn_checks import FirstPhases
 from aclnn_standard import BF16, I32, I64, Case, check, floats, params, refused, run, wide
 
 from ort_ascend_ops import aclnn_emulator
@@ -296,50 +297,26 @@ ACL = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, BF16: 27, I64: 9, I32: 
 
 @pytest.fixture
 def vendor(emulator):
-    home = f"{aclnn_emulator.home()}/lib64"
-    base, ops = ctypes.CDLL(f"{home}/libnnopbase.so"), ctypes.CDLL(f"{home}/libopapi_math.so")
-    i64p = ctypes.POINTER(I64C)
-    base.aclCreateTensor.restype = P
-    base.aclCreateTensor.argtypes = [i64p, ctypes.c_uint64, ctypes.c_int, i64p, I64C, ctypes.c_int, i64p]
-    base.aclCreateTensor.argtypes += [ctypes.c_uint64, P]
-    base.aclDestroyTensor.argtypes = [P]
-    base.aclDestroyAclOpExecutor.argtypes = [P]
-    emulator.aclrtMalloc.argtypes = [ctypes.POINTER(P), ctypes.c_size_t, ctypes.c_int]
-    emulator.aclrtFree.argtypes = [P]
-    emulator.aclGetRecentErrMsg.restype = ctypes.c_char_p
+    phases = FirstPhases(emulator, "libopapi_math.so")
+    ops = phases.ops
     tail = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(P)]
     ops.aclnnMatmulGetWorkspaceSize.argtypes = [P, P, P, ctypes.c_int8, *tail]
     for name in ("aclnnSoftmaxGetWorkspaceSize", "aclnnLogSoftmaxGetWorkspaceSize"):
         getattr(ops, name).argtypes = [P, I64C, P, *tail]
     for name in ("aclnnNLLLossGetWorkspaceSize", "aclnnNLLLoss2dGetWorkspaceSize"):
         getattr(ops, name).argtypes = [P, P, P, I64C, I64C, P, P, *tail]
-    made, blocks = [], []
 
     def tensor(shape, dtype=np.float32):
-        block = P()
-        assert emulator.aclrtMalloc(ctypes.byref(block), max(1, int(np.prod(shape))) * 8, 0) == 0
-        blocks.append(block)
-        dims = (I64C * len(shape))(*shape)
-        strides = (I64C * len(shape))(*(int(np.prod(shape[k + 1 :])) for k in range(len(shape))))
-        t = base.aclCreateTensor(
-            dims, len(shape), ACL[np.dtype(dtype)], strides, 0, 2, dims, len(shape), block
-        )
-        made.append(t)
-        return t
+        return phases.tensor(shape, ACL[np.dtype(dtype)])
 
     def call(name, *args):
         """The first phase's status and message."""
         size, executor = ctypes.c_uint64(), P()
         code = getattr(ops, f"{name}GetWorkspaceSize")(*args, ctypes.byref(size), ctypes.byref(executor))
-        if code == 0:
-            base.aclDestroyAclOpExecutor(executor)
-        return code, (emulator.aclGetRecentErrMsg() or b"").decode()
+        return phases.status(code, executor)
 
     yield type("Vendor", (), {"tensor": staticmethod(tensor), "call": staticmethod(call)})
-    for t in made:
-        base.aclDestroyTensor(t)
-    for block in blocks:
-        emulator.aclrtFree(block)
+    phases.close()
 
 
 F32, F16 = np.float32, np.float16

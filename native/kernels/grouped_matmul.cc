@@ -20,7 +20,7 @@ void grouped_matmul(const T* x, const T* weight, T* y, const GroupedMatmulShape&
   single_threaded_blas();
   const std::vector<int64_t> starts = group_starts(s);
   const auto rows = [&](int64_t g) { return std::pair{starts[g], starts[g + 1]}; };
-  const std::vector<GroupBlock> blocks = group_blocks(s.groups, rows, s.n, kRowBlock, kColBlock, false);
+  const std::vector<GroupBlock> blocks = group_blocks(s.groups, rows, s.n, kRowBlock, kColBlock);
   const int64_t k = s.k, n = s.n;
   const bool tw = s.transpose_weight;
   parallel.for_each(blocks.size(), [&](size_t i) {

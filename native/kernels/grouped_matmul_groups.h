@@ -22,15 +22,14 @@ struct GroupBlock {
   int64_t group, row_begin, row_end, col_begin, col_end;
 };
 
-// The blocks of `rows(g)` x `cols` per group g, at most `row_block` x `col_block` each; a group
-// with no rows gets its one empty-row block when `keep_empty` (its gradient is written as zeros).
+// The blocks of rows [rows(g).first, rows(g).second) x `cols` columns per group g, at most
+// `row_block` x `col_block` each.
 template <class Rows>
-std::vector<GroupBlock> group_blocks(int64_t groups, Rows rows, int64_t cols, int64_t row_block, int64_t col_block,
-                                     bool keep_empty) {
+std::vector<GroupBlock> group_blocks(int64_t groups, Rows rows, int64_t cols, int64_t row_block, int64_t col_block) {
   std::vector<GroupBlock> blocks;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t begin = rows(g).first, end = rows(g).second;
-    for (int64_t r = begin; r < end || (keep_empty && r == begin); r += row_block) {
+    for (int64_t r = begin; r < end; r += row_block) {
       for (int64_t c = 0; c < cols; c += col_block)
         blocks.push_back({g, r, std::min(r + row_block, end), c, std::min(c + col_block, cols)});
     }

@@ -27,7 +27,7 @@ void grouped_matmul_weight_grad(const T* x, const T* dy, T* dweight, const Group
   const int64_t p = s.transpose_weight ? s.n : s.k, q = s.transpose_weight ? s.k : s.n;
   // Blocks of each group's [p, q] output, all of its rows summed in each.
   const auto all = [&](int64_t) { return std::pair<int64_t, int64_t>{0, p}; };
-  const std::vector<GroupBlock> blocks = group_blocks(s.groups, all, q, kBlock, kBlock, false);
+  const std::vector<GroupBlock> blocks = group_blocks(s.groups, all, q, kBlock, kBlock);
   parallel.for_each(blocks.size(), [&](size_t i) {
     const GroupBlock& b = blocks[i];
     const int64_t p_b = b.row_end - b.row_begin, q_b = b.col_end - b.col_begin;

@@ -56,19 +56,42 @@ inline Ort::Status require_rank(const char* op, const char* name, const Shape& s
                           std::to_string(rank));
 }
 
-template <class T>
-struct GroupedMatmulTypes : Signature {
+// What both ops' signatures share: the type, transpose_weight and group_list (on the host where
+// kHostInputs holds it). Each op's read() checks every rule, the counts last; a kernel with
+// group_list in device memory reads the rest (read_shapes) and checks the counts itself.
+template <class T, class OpSchema>
+struct GroupedMatmulCommon : Signature {
+  using Schema = OpSchema;
+  static constexpr const char* kName = Schema::kName;
   static constexpr TypeOf kTypes[] = {{"T", element_type<T>()}};
+  static constexpr schema::InputIndex kHostInputs[] = {Schema::kInput_group_list};
+
+  explicit GroupedMatmulCommon(const OrtKernelInfo* info)
+      : transpose_weight(attribute<int64_t>(info, "transpose_weight").value_or(Schema::kTransposeWeight)) {}
+
+  // transpose_weight, checked against its choices.
+  Ort::Status read_transpose_weight(GroupedMatmulShape& s) const {
+    if (auto error = choice_error("transpose_weight", transpose_weight, Schema::kTransposeWeightChoices);
+        !error.empty())
+      return op_error(kName, error);
+    s.transpose_weight = transpose_weight == 1;
+    return Ort::Status(nullptr);
+  }
+  // group_list's shape (s.groups) and where its counts are.
+  Ort::Status read_groups(const Io& io, GroupedMatmulShape& s, const void*& group_list) const {
+    const Io::Untyped list = io.untyped_input(Schema::kInput_group_list);
+    group_list = list.data;
+    return read_group_list(kName, list.shape, s);
+  }
+
+  int64_t transpose_weight;
 };
 
 template <class T>
-struct GroupedMatmulSignature : GroupedMatmulTypes<T> {
-  using Schema = schema::GroupedMatmul;
-  static constexpr const char* kName = Schema::kName;
-  static constexpr schema::InputIndex kHostInputs[] = {Schema::kInput_group_list};
-
-  explicit GroupedMatmulSignature(const OrtKernelInfo* info)
-      : transpose_weight(attribute<int64_t>(info, "transpose_weight").value_or(Schema::kTransposeWeight)) {}
+struct GroupedMatmulSignature : GroupedMatmulCommon<T, schema::GroupedMatmul> {
+  using Base = GroupedMatmulCommon<T, schema::GroupedMatmul>;
+  using Base::Base, Base::kName;
+  using Schema = typename Base::Schema;
 
   struct Args {
     Input<T> x, weight;
@@ -81,17 +104,14 @@ struct GroupedMatmulSignature : GroupedMatmulTypes<T> {
     if (auto status = read_shapes(io, a); !status.IsOK()) return status;
     return check_counts(kName, static_cast<const int64_t*>(a.group_list), a.s);
   }
-  // All but the counts, for a kernel that reads them where they are.
+  // All but the counts.
   Ort::Status read_shapes(const Io& io, Args& a) const {
-    if (auto error = choice_error("transpose_weight", transpose_weight, Schema::kTransposeWeightChoices);
-        !error.empty())
-      return op_error(kName, error);
+    GroupedMatmulShape& s = a.s;
+    if (auto status = this->read_transpose_weight(s); !status.IsOK()) return status;
     a.x = io.input<T>(Schema::kInput_x);
     a.weight = io.input<T>(Schema::kInput_weight);
     if (auto status = require_rank(kName, "x", a.x.shape, 2); !status.IsOK()) return status;
     if (auto status = require_rank(kName, "weight", a.weight.shape, 3); !status.IsOK()) return status;
-    GroupedMatmulShape& s = a.s;
-    s.transpose_weight = transpose_weight == 1;
     s.m = a.x.shape[0];
     s.k = a.x.shape[1];
     const int64_t weight_k = a.weight.shape[s.transpose_weight ? 2 : 1];
@@ -100,11 +120,9 @@ struct GroupedMatmulSignature : GroupedMatmulTypes<T> {
       return op_error(kName, "input 'weight' has shape " + shape_str(a.weight.shape) + " and 'x' " +
                                  shape_str(a.x.shape) + ": weight.shape[" + (s.transpose_weight ? "2" : "1") +
                                  "] must equal x.shape[1] (transpose_weight = " +
-                                 std::to_string(transpose_weight) + ")");
+                                 std::to_string(this->transpose_weight) + ")");
     }
-    const Io::Untyped list = io.untyped_input(Schema::kInput_group_list);
-    if (auto status = read_group_list(kName, list.shape, s); !status.IsOK()) return status;
-    a.group_list = list.data;
+    if (auto status = this->read_groups(io, s, a.group_list); !status.IsOK()) return status;
     if (s.groups != a.weight.shape[0]) {
       return op_error(kName, "input 'group_list' has " + std::to_string(s.groups) + " counts and 'weight' " +
                                  std::to_string(a.weight.shape[0]) + " experts; they must be equal");
@@ -112,18 +130,13 @@ struct GroupedMatmulSignature : GroupedMatmulTypes<T> {
     a.y = {s.m, s.n};
     return Ort::Status(nullptr);
   }
-
-  int64_t transpose_weight;
 };
 
 template <class T>
-struct GroupedMatmulWeightGradSignature : GroupedMatmulTypes<T> {
-  using Schema = schema::GroupedMatmulWeightGrad;
-  static constexpr const char* kName = Schema::kName;
-  static constexpr schema::InputIndex kHostInputs[] = {Schema::kInput_group_list};
-
-  explicit GroupedMatmulWeightGradSignature(const OrtKernelInfo* info)
-      : transpose_weight(attribute<int64_t>(info, "transpose_weight").value_or(Schema::kTransposeWeight)) {}
+struct GroupedMatmulWeightGradSignature : GroupedMatmulCommon<T, schema::GroupedMatmulWeightGrad> {
+  using Base = GroupedMatmulCommon<T, schema::GroupedMatmulWeightGrad>;
+  using Base::Base, Base::kName;
+  using Schema = typename Base::Schema;
 
   struct Args {
     Input<T> x, dy;
@@ -136,11 +149,10 @@ struct GroupedMatmulWeightGradSignature : GroupedMatmulTypes<T> {
     if (auto status = read_shapes(io, a); !status.IsOK()) return status;
     return check_counts(kName, static_cast<const int64_t*>(a.group_list), a.s);
   }
-  // All but the counts, for a kernel that reads them where they are.
+  // All but the counts.
   Ort::Status read_shapes(const Io& io, Args& a) const {
-    if (auto error = choice_error("transpose_weight", transpose_weight, Schema::kTransposeWeightChoices);
-        !error.empty())
-      return op_error(kName, error);
+    GroupedMatmulShape& s = a.s;
+    if (auto status = this->read_transpose_weight(s); !status.IsOK()) return status;
     a.x = io.input<T>(Schema::kInput_x);
     a.dy = io.input<T>(Schema::kInput_dy);
     if (auto status = require_rank(kName, "x", a.x.shape, 2); !status.IsOK()) return status;
@@ -149,19 +161,13 @@ struct GroupedMatmulWeightGradSignature : GroupedMatmulTypes<T> {
       return op_error(kName, "input 'dy' has shape " + shape_str(a.dy.shape) + " and 'x' " + shape_str(a.x.shape) +
                                  "; they must have the same number of rows");
     }
-    GroupedMatmulShape& s = a.s;
-    s.transpose_weight = transpose_weight == 1;
     s.m = a.x.shape[0];
     s.k = a.x.shape[1];
     s.n = a.dy.shape[1];
-    const Io::Untyped list = io.untyped_input(Schema::kInput_group_list);
-    if (auto status = read_group_list(kName, list.shape, s); !status.IsOK()) return status;
-    a.group_list = list.data;
+    if (auto status = this->read_groups(io, s, a.group_list); !status.IsOK()) return status;
     a.dweight = s.transpose_weight ? Shape{s.groups, s.n, s.k} : Shape{s.groups, s.k, s.n};
     return Ort::Status(nullptr);
   }
-
-  int64_t transpose_weight;
 };
 
 }  // namespace oao

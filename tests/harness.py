@@ -77,7 +77,7 @@ def run_placed(op_name, inputs, attrs, outputs, input_offset, output_offset):
     return list(results.values())
 
 
-_BASELINE_CHILD = """
+_CAPPED_CHILD = """
 import importlib, sys
 import numpy as np
 outputs = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])(np.random.default_rng(int(sys.argv[3])))
@@ -85,24 +85,36 @@ np.savez(sys.argv[4], *[np.asarray(o).view(np.uint8) for o in outputs])
 """
 
 
-def assert_plain_loops_give_avx2_bits(outputs, tmp_path):
-    """``outputs(rng)``, a module-level function of a test module returning a list of arrays, run
-    through the AVX2 paths (this process) and the plain loops (a child with
-    ORT_ASCEND_OPS_ISA=baseline) from one fresh seed: the same bits."""
-    seed, path = int(np.random.default_rng().integers(1 << 30)), tmp_path / "baseline.npz"
-    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
-    child = [
-        sys.executable,
-        "-c",
-        _BASELINE_CHILD,
-        outputs.__module__,
-        outputs.__name__,
-        str(seed),
-        str(path),
-    ]
+def _run_capped(outputs, isa, seed, path):
+    child = [sys.executable, "-c", _CAPPED_CHILD, outputs.__module__, outputs.__name__, str(seed), str(path)]
+    env = dict(os.environ, ORT_ASCEND_OPS_ISA=isa)
     subprocess.run(child, env=env, cwd=Path(__file__).parent, check=True)
-    ours = outputs(np.random.default_rng(seed))
-    baseline = np.load(path)
-    assert len(baseline.files) == len(ours)
-    for i, out in enumerate(ours):
-        np.testing.assert_array_equal(baseline[f"arr_{i}"], np.asarray(out).view(np.uint8))
+    return np.load(path)
+
+
+def assert_plain_loops_give_avx2_bits(outputs, tmp_path, best=True):
+    """``outputs(rng)``, a module-level function of a test module returning a list of arrays, run
+    through the plain loops and the AVX2 paths from one fresh seed: the same bits. Each runs in a
+    child whose ORT_ASCEND_OPS_ISA caps the paths (baseline, avx2); with `best`, this process's
+    paths (AVX-512 where the CPU has it) give the same bits too. Ops whose AVX-512 BF16 products are
+    summed in another order (gemm_bf16) leave `best` out and meet the oracles instead."""
+    seed = int(np.random.default_rng().integers(1 << 30))
+    avx2 = _run_capped(outputs, "avx2", seed, tmp_path / "avx2.npz")
+    baseline = _run_capped(outputs, "baseline", seed, tmp_path / "baseline.npz")
+    assert avx2.files == baseline.files
+    for name in avx2.files:
+        np.testing.assert_array_equal(baseline[name], avx2[name])
+    if best:
+        ours = outputs(np.random.default_rng(seed))
+        assert len(ours) == len(avx2.files)
+        for i, out in enumerate(ours):
+            np.testing.assert_array_equal(avx2[f"arr_{i}"], np.asarray(out).view(np.uint8))
+
+
+def assert_capped_isa_matches_oracle(family, isa):
+    """isa_check.py's checks of `family` against the oracles, in a child whose ORT_ASCEND_OPS_ISA is
+    `isa`."""
+    script = Path(__file__).with_name("isa_check.py")
+    env = dict(os.environ, ORT_ASCEND_OPS_ISA=isa)
+    result = subprocess.run([sys.executable, str(script), family], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ort_ascend_ops.__main__ import main
+from ort_ascend_ops.bench import peers
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +68,12 @@ def test_quick_bench_writes_json_and_markdown(tmp_path, capsys):
     rows = report["results"]
     assert {r["case"].split()[0] for r in rows} == {"RmsNorm", "IndexerGrad"}
     assert {(r["dtype"], r["threads"]) for r in rows} == {("float32", 1), ("bfloat16", 1)}
-    assert {r["roof"] for r in rows} == {"copy", "sgemm"}
+    # IndexerGrad's bfloat16 rows are held to the bfloat16 GEMM where PyTorch is there to time it.
+    assert {r["roof"] for r in rows} == {
+        "copy",
+        "sgemm",
+        "bf16 gemm" if peers.importable("torch") else "sgemm",
+    }
     for r in rows:
         assert r["native_s"] > 0 and r["native_repeats"] >= 1 and r["roof_fraction"] > 0
         assert r["speedup_vs_reference"] > 0

@@ -7,6 +7,7 @@ import torch
 from onnx import TensorProto, helper
 
 from engines import ENGINES, on, run
+from harness import assert_capped_isa_matches_oracle
 from oracles import (
     BF16,
     F32,
@@ -71,6 +72,12 @@ def test_bits_do_not_depend_on_threads(rng):
         np.testing.assert_array_equal(
             one, run("native", OP, inputs, {"transpose_weight": 1}, threads=threads)[0]
         )
+
+
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_capped_isa_matches_oracle(isa):
+    """bfloat16 GroupedMatmul and its weight gradient widened to float32 (no AVX-512 BF16)."""
+    assert_capped_isa_matches_oracle("grouped_matmul", isa)
 
 
 REFUSED = [  # (x shape, weight shape, counts, transpose_weight, words)

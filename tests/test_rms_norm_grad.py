@@ -2,18 +2,13 @@
 functions), the native kernel against the inlined reference and finite differences of the
 forward, and the contract's error rules."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from aclnn_checks import host_waits
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from engines import ENGINES, on, run
-from harness import bits
+from harness import assert_capped_isa_matches_oracle, bits
 from oracles import (
     BF16,
     F16,
@@ -163,12 +158,7 @@ def test_empty_rows_give_zero_dgamma():
 
 def test_baseline_isa_matches_oracle():
     """The plain loops the library falls back to on CPUs without AVX2, forced by the environment."""
-    script = Path(__file__).with_name("baseline_check.py")
-    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
-    result = subprocess.run(
-        [sys.executable, str(script), "rms_norm"], env=env, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_capped_isa_matches_oracle("rms_norm", "baseline")
 
 
 def ones(shape, dtype=np.float32):

@@ -2,11 +2,6 @@
 mode, layout and dtype), with and without x; the native kernel against the inlined reference and
 finite differences of the native forward, and its error rules."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 from aclnn_checks import host_waits
@@ -15,7 +10,7 @@ from test_aclnn_rotary_position_embedding import GRAD_CASES
 from test_rotary_position_embedding import DTYPES, oracle_cases
 
 from engines import ENGINES, on, run
-from harness import bits, run_placed
+from harness import assert_capped_isa_matches_oracle, bits, run_placed
 from oracles import (
     BF16,
     F16,
@@ -152,10 +147,7 @@ def test_empty_dy_gives_zero_sums():
 
 
 def test_baseline_isa_matches_oracle():
-    script = Path(__file__).with_name("baseline_check.py")
-    env = dict(os.environ, ORT_ASCEND_OPS_ISA="baseline")
-    result = subprocess.run([sys.executable, str(script), "rope"], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert_capped_isa_matches_oracle("rope", "baseline")
 
 
 def ones(shape, dtype=np.float32):

@@ -1,4 +1,4 @@
-// The float32 exponential of the kernels, the same bits on the plain and the AVX2 path. Internal
+// The float32 exponential of the kernels, the same bits on the plain, AVX2 and AVX-512 paths. Internal
 // linkage, as vec.h's helpers.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/vec.h"
+#include "kernels/vec512.h"
 
 namespace oao {
 namespace {
@@ -57,6 +58,25 @@ OAO_AVX2 __m256 exp_avx2(__m256 x) {
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
   y = _mm256_mul_ps(y, _mm256_castsi256_ps(bits));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays NaN
+}
+
+OAO_AVX512 __m512 exp_avx512(__m512 x) {
+  const __m512 c = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
+  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(kLog2e), _mm512_set1_ps(0.5f)),
+                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), c);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  const __m512 z = _mm512_mul_ps(r, r);
+  __m512 y = _mm512_fmadd_ps(_mm512_set1_ps(kP0), r, _mm512_set1_ps(kP1));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kP2));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kP3));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kP4));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kP5));
+  y = _mm512_add_ps(_mm512_fmadd_ps(y, z, r), _mm512_set1_ps(1.f));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  y = _mm512_mul_ps(y, _mm512_castsi512_ps(bits));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);  // NaN stays NaN
 }
 
 }  // namespace

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/element.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/row.h"
 
 namespace oao {
 namespace {
@@ -13,10 +16,20 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // A task's tiles: its stacked query rows (m x D), one block of scores then probabilities
 // (m x kFaKeyBlock), the unnormalized output (m x Dv), each row's running max and sum, and the
-// float32 key and value blocks of 16-bit types.
+// float32 key and value blocks of 16-bit types; with dot products, the query rows as given and the
+// probabilities rounded to bfloat16 instead of the float32 copies.
 struct Tiles {
   std::vector<float> q, s, o, max, sum, k, v;
+  std::vector<bfloat16> q16, p16;
 };
+
+// Whether bfloat16's two products run on the CPU's bfloat16 dot products (see gemm_bf16): S from q
+// and the keys as given, O from P rounded to bfloat16 and the values as given, as the vendor's
+// kernel and PyTorch's do; every sum float32.
+template <class T>
+bool dot_products() {
+  return std::is_same_v<T, bfloat16> && use_avx512_bf16();
+}
 
 // One task: the rows of heads [head_begin, head_end) stacked, head by head, so that each key and
 // value block is read (and converted) once for all of them and multiplied in one GEMM each.
@@ -26,22 +39,36 @@ void attend(const T* query, const T* key, const T* value, const uint8_t* mask,
             float* softmax_sum) {
   const int64_t b = t.batch, rows = t.rows.end - t.rows.begin, m = (t.head_end - t.head_begin) * rows;
   const int64_t d = g.d, dv = g.dv;
-  w.q.resize(static_cast<size_t>(m * d));
+  const bool dots = dot_products<T>();
+  w.q.resize(static_cast<size_t>(dots ? 0 : m * d));
+  w.q16.resize(static_cast<size_t>(dots ? m * d : 0));
+  w.p16.resize(static_cast<size_t>(dots ? m * kFaKeyBlock : 0));
   w.s.resize(static_cast<size_t>(m * kFaKeyBlock));
   w.o.assign(static_cast<size_t>(m * dv), 0.f);
   w.max.assign(static_cast<size_t>(m), -kInf);
   w.sum.assign(static_cast<size_t>(m), 0.f);
   for (int64_t h = t.head_begin; h < t.head_end; ++h) {
-    fa_load_rows(query + g.query_at(g.query, b, h, t.rows.begin), g.query.row, rows, d,
-                 w.q.data() + (h - t.head_begin) * rows * d);
+    const T* q = query + g.query_at(g.query, b, h, t.rows.begin);
+    const int64_t r0 = (h - t.head_begin) * rows;
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      for (int64_t r = 0; dots && r < rows; ++r) std::copy_n(q + r * g.query.row, d, w.q16.data() + (r0 + r) * d);
+    }
+    if (!dots) fa_load_rows(q, g.query.row, rows, d, w.q.data() + r0 * d);
   }
   const FaRange keys = fa_block_keys(g, b, t.rows);
   for (int64_t k0 = keys.begin; k0 < keys.end; k0 += kFaKeyBlock) {
     const int64_t n = std::min(kFaKeyBlock, keys.end - k0);
-    const FaRows kt = fa_rows(key + g.key_at(g.key, b, t.kv_head, k0), g.key.row, n, d, w.k);
-    const FaRows vt = fa_rows(value + g.key_at(g.value, b, t.kv_head, k0), g.value.row, n, dv, w.v);
+    const T* k = key + g.key_at(g.key, b, t.kv_head, k0);
+    const T* v = value + g.key_at(g.value, b, t.kv_head, k0);
     float* s = w.s.data();
-    gemm(false, true, m, n, d, g.scale, w.q.data(), d, kt.data, kt.ld, 0.f, s, n);
+    FaRows vt{};
+    if (!dots) {
+      const FaRows kt = fa_rows(k, g.key.row, n, d, w.k);
+      vt = fa_rows(v, g.value.row, n, dv, w.v);
+      gemm(false, true, m, n, d, g.scale, w.q.data(), d, kt.data, kt.ld, 0.f, s, n);
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      gemm_bf16(false, true, m, n, d, g.scale, w.q16.data(), d, k, g.key.row, 0.f, s, n);
+    }
     for (int64_t r = 0; r < m; ++r) {
       float* row = s + r * n;
       const float block_max =
@@ -60,7 +87,12 @@ void attend(const T* query, const T* key, const T* value, const uint8_t* mask,
       }
       w.sum[r] += sum;
     }
-    gemm(false, false, m, dv, n, 1.f, s, n, vt.data, vt.ld, 1.f, w.o.data(), dv);
+    if (!dots) {
+      gemm(false, false, m, dv, n, 1.f, s, n, vt.data, vt.ld, 1.f, w.o.data(), dv);
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      from_float32(s, m * n, w.p16.data());
+      gemm_bf16(false, false, m, dv, n, 1.f, w.p16.data(), n, v, g.value.row, 1.f, w.o.data(), dv);
+    }
   }
   for (int64_t r = 0; r < m; ++r) {
     const int64_t h = t.head_begin + r / rows, q = t.rows.begin + r % rows;

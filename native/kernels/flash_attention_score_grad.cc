@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/element.h"
+#include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/row.h"
+#include "kernels/vec512.h"
 
 namespace oao {
 namespace {
@@ -28,6 +33,9 @@ struct QueryScratch {
   // then the dq partials of each split slot, rows x d apart.
   std::unique_ptr<float[]> buffer;
   float *q = nullptr, *dy = nullptr, *drow = nullptr, *partials = nullptr;
+  // With dot products (dot_products): q and dy also as given, stacked alike.
+  std::unique_ptr<bfloat16[]> raw;
+  bfloat16 *q16 = nullptr, *dy16 = nullptr;
 
   int64_t rows(size_t i) const { return offset[i + 1] - offset[i]; }
 };
@@ -50,10 +58,18 @@ constexpr int kMaxSplits = 4;
 // taller tiles of narrow heads halve what OpenBLAS packs per product.
 int64_t key_block(const FlashAttentionGeometry& g) { return std::max(g.d, g.dv) <= 64 ? 512 : 256; }
 
-// Per-tile buffers of one thread: P and dS (m x n), float32 key and value blocks of 16-bit types,
-// and the block's dk and dv sums.
+// Whether a tile's products run on the CPU's bfloat16 dot products (see gemm_bf16 and
+// tile_dot_products) instead of float32 copies.
+template <class T>
+bool dot_products() {
+  return std::is_same_v<T, bfloat16> && use_avx512_bf16();
+}
+
+// Per-tile buffers of one thread: P and dS (m x n, and rounded to bfloat16 with dot products),
+// float32 key and value blocks of 16-bit types, and the block's dk and dv sums.
 struct Tiles {
   std::vector<float> p, ds, k, v, dk, dv, out;
+  std::vector<bfloat16> p16, ds16;
 };
 
 // Loads task i's q and dy into the scratch (heads stacked head by head) with Drow =
@@ -71,6 +87,12 @@ void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, QueryScr
     fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q + r0 * d);
     fa_load_rows(x.dy + o_at, g.out.row, rows, dv, s.dy + r0 * dv);
     fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, out.data());
+    if constexpr (std::is_same_v<T, bfloat16>) {
+      for (int64_t r = 0; s.q16 != nullptr && r < rows; ++r) {
+        std::copy_n(x.query + q_at + r * g.query.row, d, s.q16 + (r0 + r) * d);
+        std::copy_n(x.dy + o_at + r * g.out.row, dv, s.dy16 + (r0 + r) * dv);
+      }
+    }
     for (int64_t r = 0; r < rows; ++r) {
       const float* dyr = s.dy + (r0 + r) * dv;
       const float* o = out.data() + r * dv;
@@ -104,34 +126,86 @@ void probabilities(const Tensors<T>& x, const FlashAttentionGeometry& g, const F
   }
 }
 
-// One tile: query task i against keys [k0, k0 + n) (kt, vt: their float32 rows) with P, dP, dS
-// and the three sums it feeds: those keys' dk and dv (n rows at dk, dv_sum), and task i's dq
-// partial (beta 0 on the split's first tile of the task).
+// The keys [k0, k0 + n) of a tile: their rows as given (T's, read by the dot-product GEMMs) and
+// their float32 rows (kt, vt: what the float32 GEMMs read; empty with dot products).
 template <class T>
-void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i, int64_t k0,
-          int64_t n, FaRows kt, FaRows vt, bool first, float* dq_partial, float* dk, float* dv_sum,
-          Tiles& w) {
-  const FaQueryTask& t = s.tasks[i];
-  const int64_t m = s.rows(i), d = g.d, dv = g.dv;
-  const float* q = s.q + s.offset[i] * d;
-  const float* dy = s.dy + s.offset[i] * dv;
-  const float* drow = s.drow + s.offset[i];
-  w.p.resize(static_cast<size_t>(m * n));
-  w.ds.resize(static_cast<size_t>(m * n));
-  float *p = w.p.data(), *ds = w.ds.data();
-  gemm(false, true, m, n, d, g.scale, q, d, kt.data, kt.ld, 0.f, p, n);
-  probabilities(x, g, t, k0, n, p);
-  gemm(false, true, m, n, dv, 1.f, dy, dv, vt.data, vt.ld, 0.f, ds, n);
+struct TileKeys {
+  int64_t k0, n;
+  const T *key, *value;
+  FaRows kt, vt;
+};
+
+// dS = P * (dP - Drow) in place of dP, row by row.
+void softmax_grad(const float* p, const float* drow, int64_t m, int64_t n, float* ds) {
   for (int64_t r = 0; r < m; ++r) {
     const float dr = drow[r];
     const float* pr = p + r * n;
     float* sr = ds + r * n;
     for (int64_t j = 0; j < n; ++j) sr[j] = pr[j] * (sr[j] - dr);
   }
+}
+
+// One tile: query task i against the keys of `keys`, with P, dP, dS and the three sums it feeds:
+// those keys' dk and dv (n rows at dk, dv_sum), and task i's dq partial (beta 0 on the split's
+// first tile of the task). All five products multiply float32 copies.
+template <class T>
+void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i,
+          const TileKeys<T>& keys, bool first, float* dq_partial, float* dk, float* dv_sum, Tiles& w) {
+  const int64_t m = s.rows(i), n = keys.n, d = g.d, dv = g.dv;
+  const float* q = s.q + s.offset[i] * d;
+  const float* dy = s.dy + s.offset[i] * dv;
+  w.p.resize(static_cast<size_t>(m * n));
+  w.ds.resize(static_cast<size_t>(m * n));
+  float *p = w.p.data(), *ds = w.ds.data();
+  gemm(false, true, m, n, d, g.scale, q, d, keys.kt.data, keys.kt.ld, 0.f, p, n);
+  probabilities(x, g, s.tasks[i], keys.k0, n, p);
+  gemm(false, true, m, n, dv, 1.f, dy, dv, keys.vt.data, keys.vt.ld, 0.f, ds, n);
+  softmax_grad(p, s.drow + s.offset[i], m, n, ds);
   gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, dv_sum, dv);
   gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, dk, d);
-  gemm(false, false, m, d, n, g.scale, ds, n, kt.data, kt.ld, first ? 0.f : 1.f,
-          dq_partial + s.offset[i] * d, d);
+  gemm(false, false, m, d, n, g.scale, ds, n, keys.kt.data, keys.kt.ld, first ? 0.f : 1.f,
+       dq_partial + s.offset[i] * d, d);
+}
+
+// P and dS = P * (dP - Drow) rounded to bfloat16 (as from_float32 rounds), dP read from `dp`.
+OAO_AVX512_BF16_TARGET void softmax_grad_bf16(const float* p, const float* drow, const float* dp, int64_t m,
+                                              int64_t n, bfloat16* p16, bfloat16* ds16) {
+  for (int64_t r = 0; r < m; ++r) {
+    const __m512 dr = _mm512_set1_ps(drow[r]);
+    const int64_t at = r * n;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 left = j + 16 <= n ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+      const __m512 pv = _mm512_maskz_loadu_ps(left, p + at + j);
+      const __m512 ds = _mm512_mul_ps(pv, _mm512_sub_ps(_mm512_maskz_loadu_ps(left, dp + at + j), dr));
+      _mm256_mask_storeu_epi16(p16 + at + j, left, _mm512_cvtepi32_epi16(round_to_bf16_512(pv)));
+      _mm256_mask_storeu_epi16(ds16 + at + j, left, _mm512_cvtepi32_epi16(round_to_bf16_512(ds)));
+    }
+  }
+}
+
+// The same tile for bfloat16 with the CPU's bfloat16 dot products (dot_products): S and dP multiply
+// q, dy, the keys and values as given; P and dS are rounded to bfloat16 for the other three, as
+// the vendor's kernel and PyTorch's do. Every sum is float32.
+void tile_dot_products(const Tensors<bfloat16>& x, const FlashAttentionGeometry& g, const QueryScratch& s,
+                       size_t i, const TileKeys<bfloat16>& keys, bool first, float* dq_partial, float* dk,
+                       float* dv_sum, Tiles& w) {
+  const int64_t m = s.rows(i), n = keys.n, d = g.d, dv = g.dv;
+  const bfloat16* q = s.q16 + s.offset[i] * d;
+  const bfloat16* dy = s.dy16 + s.offset[i] * dv;
+  w.p.resize(static_cast<size_t>(m * n));
+  w.ds.resize(static_cast<size_t>(m * n));
+  w.p16.resize(static_cast<size_t>(m * n));
+  w.ds16.resize(static_cast<size_t>(m * n));
+  float *p = w.p.data(), *ds = w.ds.data();
+  bfloat16 *p16 = w.p16.data(), *ds16 = w.ds16.data();
+  gemm_bf16(false, true, m, n, d, g.scale, q, d, keys.key, g.key.row, 0.f, p, n);
+  probabilities(x, g, s.tasks[i], keys.k0, n, p);
+  gemm_bf16(false, true, m, n, dv, 1.f, dy, dv, keys.value, g.value.row, 0.f, ds, n);
+  softmax_grad_bf16(p, s.drow + s.offset[i], ds, m, n, p16, ds16);
+  gemm_bf16(true, false, n, dv, m, 1.f, p16, n, dy, dv, 1.f, dv_sum, dv);
+  gemm_bf16(true, false, n, d, m, g.scale, ds16, n, q, d, 1.f, dk, d);
+  gemm_bf16(false, false, m, d, n, g.scale, ds16, n, keys.key, g.key.row, first ? 0.f : 1.f,
+            dq_partial + s.offset[i] * d, d);
 }
 
 // One key split: per block of its keys in order, the tiles of the query tasks that may read it in
@@ -145,18 +219,29 @@ void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const Query
     const int64_t n = std::min(ks.block, ks.k1 - k0);
     w.dk.assign(static_cast<size_t>(n * d), 0.f);
     w.dv.assign(static_cast<size_t>(n * dv), 0.f);
-    const FaRows kt = fa_rows(x.key + g.key_at(g.key, b, kv, k0), g.key.row, n, d, w.k);
-    const FaRows vt = fa_rows(x.value + g.key_at(g.value, b, kv, k0), g.value.row, n, dv, w.v);
+    const T* key = x.key + g.key_at(g.key, b, kv, k0);
+    const T* value = x.value + g.key_at(g.value, b, kv, k0);
+    const bool dots = s.q16 != nullptr;
+    const FaRows kt = dots ? FaRows{} : fa_rows(key, g.key.row, n, d, w.k);
+    const FaRows vt = dots ? FaRows{} : fa_rows(value, g.value.row, n, dv, w.v);
     for (size_t i = ks.first_task; i < ks.end_task; ++i) {
       // Only the keys some row of the task may read: a causal or banded block's diagonal tiles
       // shrink to what the mask leaves instead of computing blocks of zeros.
-      const FaRange keys = fa_block_keys(g, b, s.tasks[i].rows);
-      const int64_t lo = std::clamp<int64_t>(keys.begin - k0, 0, n),
-                    hi = std::clamp<int64_t>(keys.end - k0, lo, n);
+      const FaRange range = fa_block_keys(g, b, s.tasks[i].rows);
+      const int64_t lo = std::clamp<int64_t>(range.begin - k0, 0, n),
+                    hi = std::clamp<int64_t>(range.end - k0, lo, n);
       if (lo == hi) continue;
-      const FaRows kl{kt.data + lo * kt.ld, kt.ld}, vl{vt.data + lo * vt.ld, vt.ld};
-      tile(x, g, s, i, k0 + lo, hi - lo, kl, vl, !touched[i], dq_partial, w.dk.data() + lo * d,
-           w.dv.data() + lo * dv, w);
+      float *dk = w.dk.data() + lo * d, *dv_sum = w.dv.data() + lo * dv;
+      if constexpr (std::is_same_v<T, bfloat16>) {
+        if (dots) {
+          const TileKeys<T> keys{k0 + lo, hi - lo, key + lo * g.key.row, value + lo * g.value.row, {}, {}};
+          tile_dot_products(x, g, s, i, keys, !touched[i], dq_partial, dk, dv_sum, w);
+          touched[i] = 1;
+          continue;
+        }
+      }
+      const TileKeys<T> keys{k0 + lo, hi - lo, key, value, {kt.data + lo * kt.ld, kt.ld}, {vt.data + lo * vt.ld, vt.ld}};
+      tile(x, g, s, i, keys, !touched[i], dq_partial, dk, dv_sum, w);
       touched[i] = 1;
     }
     for (int64_t j = 0; j < n; ++j) {
@@ -253,6 +338,11 @@ void flash_attention_score_grad(const T* query, const T* key, const T* value, co
   s.dy = s.q + rows * d;
   s.drow = s.dy + rows * d_v;
   s.partials = s.drow + rows;
+  if (dot_products<T>()) {
+    s.raw.reset(new bfloat16[rows * (d + d_v)]);
+    s.q16 = s.raw.get();
+    s.dy16 = s.q16 + rows * d;
+  }
   std::vector<uint8_t> touched(static_cast<size_t>(slots) * s.tasks.size(), 0);
 
   BufferPool<Tiles> pool;

@@ -9,6 +9,7 @@
 #include "kernels/exp.h"
 #include "kernels/row.h"
 #include "kernels/vec.h"
+#include "kernels/vec512.h"
 
 namespace oao {
 namespace {
@@ -33,6 +34,25 @@ OAO_AVX2_TARGET float exp_row_avx2(float* row, int64_t n, float max) {
     _mm256_storeu_ps(row + j, e);
     acc = _mm256_add_ps(acc, e);
   }
+  float sum = hsum(acc);
+  for (; j < n; ++j) sum += row[j] = exp_plain(row[j] - max);
+  return sum;
+}
+
+// exp_row_avx2's sums in its order: each 16 values are its two chunks of 8, added one after the
+// other.
+OAO_AVX512_TARGET float exp_row_avx512(float* row, int64_t n, float max) {
+  const __m512 m = _mm512_set1_ps(max);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 16) {
+    const __mmask16 full = j + 16 <= n ? 0xFFFF : 0x00FF;
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(full, row + j), m));
+    _mm512_mask_storeu_ps(row + j, full, e);
+    acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+    if (full == 0xFFFF) acc = _mm256_add_ps(acc, _mm512_extractf32x8_ps(e, 1));
+  }
+  j = n - n % 8;
   float sum = hsum(acc);
   for (; j < n; ++j) sum += row[j] = exp_plain(row[j] - max);
   return sum;
@@ -69,6 +89,14 @@ OAO_AVX2_TARGET float max_avx2(const float* row, int64_t n) {
   for (const float l : lanes) out = l > out ? l : out;
   for (; j < n; ++j) out = row[j] > out ? row[j] : out;
   return out + 0.f;
+}
+
+OAO_AVX512_TARGET void scale_row_avx512(float* row, int64_t n, float factor) {
+  const __m512 f = _mm512_set1_ps(factor);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 left = j + 16 <= n ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(row + j, left, _mm512_mul_ps(_mm512_maskz_loadu_ps(left, row + j), f));
+  }
 }
 
 float max_plain(const float* row, int64_t n) {
@@ -126,10 +154,12 @@ float fa_mask_row(const FlashAttentionGeometry& g, const uint8_t* mask, int64_t 
 float fa_exp(float x) { return exp_plain(x); }
 
 float fa_exp_row(float* row, int64_t n, float max) {
+  if (use_avx512()) return exp_row_avx512(row, n, max);
   return use_avx2() ? exp_row_avx2(row, n, max) : exp_row_plain(row, n, max);
 }
 
 void fa_scale_row(float* row, int64_t n, float factor) {
+  if (use_avx512()) return scale_row_avx512(row, n, factor);
   if (use_avx2()) return scale_row_avx2(row, n, factor);
   for (int64_t j = 0; j < n; ++j) row[j] *= factor;
 }

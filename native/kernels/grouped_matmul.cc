@@ -4,6 +4,7 @@
 
 #include "kernels/element.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/lightning_indexer_rows.h"
 
 namespace oao {
@@ -30,6 +31,10 @@ void grouped_matmul(const T* x, const T* weight, T* y, const GroupedMatmulShape&
     T* out = y + b.row_begin * n + b.col_begin;
     if constexpr (std::is_same_v<T, float>) {
       gemm(false, tw, m_b, n_b, k, 1.f, x + b.row_begin * k, k, w, tw ? k : n, 0.f, out, n);
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      std::vector<float> c(static_cast<size_t>(m_b * n_b));
+      gemm_bf16(false, tw, m_b, n_b, k, 1.f, x + b.row_begin * k, k, w, tw ? k : n, 0.f, c.data(), n_b);
+      for (int64_t r = 0; r < m_b; ++r) from_float32(c.data() + r * n_b, n_b, out + r * n);
     } else {
       // The block's operands in float32: its rows of x, its columns of W_g (as stored), its output.
       std::vector<float> a(static_cast<size_t>(m_b * k)), w32(static_cast<size_t>(k * n_b)),

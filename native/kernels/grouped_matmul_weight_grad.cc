@@ -5,13 +5,14 @@
 
 #include "kernels/element.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/lightning_indexer_rows.h"
 
 namespace oao {
 namespace {
 
-// Output rows and columns per task, and rows of x and dy converted to float32 per sgemm (16-bit
-// types), fixed so that the float32 sums are added in the same order on any number of threads.
+// Output rows and columns per task, and rows of x and dy converted to float32 per sgemm (float16),
+// fixed so that the float32 sums are added in the same order on any number of threads.
 constexpr int64_t kBlock = 256, kRowChunk = 512;
 
 }  // namespace
@@ -37,6 +38,10 @@ void grouped_matmul_weight_grad(const T* x, const T* dy, T* dweight, const Group
     const T* r = right + first * q + b.col_begin;
     if constexpr (std::is_same_v<T, float>) {
       gemm(true, false, p_b, q_b, rows, 1.f, l, p, r, q, 0.f, out, q);
+    } else if constexpr (std::is_same_v<T, bfloat16>) {
+      std::vector<float> acc(static_cast<size_t>(p_b * q_b));
+      gemm_bf16(true, false, p_b, q_b, rows, 1.f, l, p, r, q, 0.f, acc.data(), q_b);
+      for (int64_t j = 0; j < p_b; ++j) from_float32(acc.data() + j * q_b, q_b, out + j * q);
     } else {
       std::vector<float> acc(static_cast<size_t>(p_b * q_b), 0.f);
       const int64_t chunk = std::min(rows, kRowChunk);

@@ -8,7 +8,7 @@
 namespace oao {
 namespace {
 
-// Each step one rounded operation, in the same order on both paths.
+// Each step one rounded operation, in the same order on every path.
 inline void glu_grad(float g, float a, float b, float& da, float& db) {
   const float s = 1.f / (1.f + exp_plain(-a));
   da = g * b * (s * (1.f + a * (1.f - s)));
@@ -51,11 +51,32 @@ OAO_AVX2_TARGET void segment_avx2(const T* dy, const T* a, const T* b, T* da, T*
   segment_plain(dy + j, a + j, b + j, da + j, db + j, n - j);
 }
 
+OAO_AVX512 void glu_grad16(__m512 g, __m512 a, __m512 b, __m512& da, __m512& db) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  const __m512 e = exp_avx512(_mm512_xor_ps(a, _mm512_set1_ps(-0.f)));
+  const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+  const __m512 slope = _mm512_mul_ps(s, _mm512_add_ps(one, _mm512_mul_ps(a, _mm512_sub_ps(one, s))));
+  da = _mm512_mul_ps(_mm512_mul_ps(g, b), slope);
+  db = _mm512_mul_ps(g, _mm512_mul_ps(a, s));
+}
+
+template <class T>
+OAO_AVX512_TARGET void segment_avx512(const T* dy, const T* a, const T* b, T* da, T* db, int64_t n) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 ga, gb;
+    glu_grad16(load16_512(dy + j), load16_512(a + j), load16_512(b + j), ga, gb);
+    store16_512(da + j, ga);
+    store16_512(db + j, gb);
+  }
+  segment_plain(dy + j, a + j, b + j, da + j, db + j, n - j);
+}
+
 }  // namespace
 
 template <class T>
 void swi_glu_grad(const T* dy, const T* x, T* dx, int64_t outer, int64_t half, const Parallel& parallel) {
-  const auto run = use_avx2() ? segment_avx2<T> : segment_plain<T>;
+  const auto run = use_avx512() ? segment_avx512<T> : use_avx2() ? segment_avx2<T> : segment_plain<T>;
   for_glu_segments(outer, half, parallel, [&](int64_t o, int64_t begin, int64_t end) {
     const int64_t at = o * 2 * half + begin;
     run(dy + o * half + begin, x + at, x + at + half, dx + at, dx + at + half, end - begin);

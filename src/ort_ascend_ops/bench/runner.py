@@ -1,6 +1,7 @@
 """What every benchmark does: for one case, the native kernel, the inlined reference and the peers
 (PyTorch, ONNX Runtime's standard op) on the same threads, held to the machine's roof for the kind
-of work (a copy of the same bytes, or NumPy's sgemm rate) measured in the same run."""
+of work (a copy of the same bytes, or a GEMM rate: NumPy's sgemm, and PyTorch's bfloat16 GEMM for
+bfloat16 rows) measured in the same run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import onnxruntime as ort
 from ..op_model import make_op_model
 from ..runtime import ortvalue_copy, session_options
 from . import peers
-from .timing import CopyBaseline, SgemmBaseline, Timing, measure
+from .timing import CopyBaseline, GemmBaseline, Timing, measure
 
 DTYPES = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 
@@ -41,7 +42,7 @@ class Case:
     dtype: str
     inputs: dict[str, np.ndarray]
     attrs: dict = field(default_factory=dict)
-    flops: float | None = None  # GEMM-shaped work (roof: sgemm); None: memory-bound (roof: copy)
+    flops: float | None = None  # GEMM-shaped work (roof: GemmBaseline); None: memory-bound (roof: copy)
     torch: Callable[[], Callable[[], object]] | None = None  # builds the timed PyTorch call
     standard: Callable[[], tuple[onnx.ModelProto, dict[str, np.ndarray]]] | None = None  # ORT's op
 
@@ -58,7 +59,7 @@ class Result:
     work: float  # bytes moved or floating-point operations, per run
     unit: str  # "GB/s" or "GFLOP/s"
     roof_rate: float  # the same unit, measured in the same run
-    roof_name: str  # "copy" or "sgemm"
+    roof_name: str  # "copy", "sgemm" or "bf16 gemm"
     wall_s: float = 0.0  # what the row took, its setup included
 
     @property
@@ -190,13 +191,13 @@ class CaseRunner:
             except Exception as e:  # noqa: BLE001 - ORT's errors derive from Exception only
                 absent["ort"] = _why(e)
         work: float
-        roof: CopyBaseline | SgemmBaseline
+        roof: CopyBaseline | GemmBaseline
         if case.flops is None:
             work, unit = _moved_bytes(self.model, case.inputs), "GB/s"
             roof = CopyBaseline(work, threads)
         else:
             work, unit = case.flops, "GFLOP/s"
-            roof = SgemmBaseline(threads)
+            roof = GemmBaseline(threads, case.dtype)
         roofs = [call for call, _ in roof.candidates]
         try:
             timings = measure(*roofs, *fns.values(), repeats=max_repeats, budget_s=TURNS_BUDGET_S)
@@ -222,5 +223,5 @@ class CaseRunner:
             work,
             unit,
             roof_rate,
-            "copy" if case.flops is None else "sgemm",
+            "copy" if isinstance(roof, CopyBaseline) else roof.name,
         )

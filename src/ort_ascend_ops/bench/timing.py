@@ -139,18 +139,28 @@ class CopyBaseline:
             self.pool.shutdown()
 
 
-class SgemmBaseline:
+class GemmBaseline:
     """NumPy's float32 matrix product on ``threads`` BLAS threads: the rate GEMM-shaped kernels are
-    held to (one candidate, as ``CopyBaseline``'s). Without threadpoolctl, NumPy's BLAS keeps its
-    own thread count (the suite says so, once)."""
+    held to (``sgemm``). For bfloat16 rows, where the CPU's bfloat16 dot products (AVX-512 BF16)
+    double it, PyTorch's bfloat16 matrix product of the same size is a second candidate and the
+    faster one is the roof (``bf16 gemm``). Without threadpoolctl, NumPy's BLAS keeps its own thread
+    count (the suite says so, once)."""
 
     SIZE = 1024
 
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, dtype: str):
         rng = np.random.default_rng(0)
         self.a = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
         self.b = rng.standard_normal((self.SIZE, self.SIZE), np.float32)
-        self.candidates = [(self, 2.0 * self.SIZE**3)]  # the call and its floating-point operations
+        flops = 2.0 * self.SIZE**3
+        self.candidates: list[tuple[Callable[[], object], float]] = [(self, flops)]  # calls, flops each
+        self.name = "sgemm"
+        if dtype == "bfloat16" and peers.importable("torch"):
+            torch = peers.torch_module()
+            torch.set_num_threads(threads)
+            a, b = (torch.from_numpy(m).to(torch.bfloat16) for m in (self.a, self.b))
+            self.candidates.append((lambda: torch.matmul(a, b), flops))
+            self.name = "bf16 gemm"
         self._limits = None
         if not peers.importable("threadpoolctl"):
             return

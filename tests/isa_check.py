@@ -11,6 +11,7 @@ from cases.flash_attention_score import check_stats
 from cases.flash_attention_score_grad import magnitude
 from engines import run
 from fuzzing import close
+from lightning_indexer_checks import MODES, check_forward, forward_inputs
 from oracles import (
     BF16,
     F32,
@@ -26,6 +27,7 @@ from oracles import (
     grouped_matmul_inputs,
     grouped_matmul_oracle,
     grouped_matmul_weight_grad_oracle,
+    lightning_indexer_grad_inputs,
     rms_norm_grad_oracle,
     rms_norm_oracle,
     rope_grad_oracle,
@@ -105,10 +107,18 @@ def check_flash_attention_grad_family(rng):
             close(out, ref, TOL[BF16], scale=np.abs(ref) + magnitude(inputs, attrs))
 
 
+def check_lightning_indexer_family(rng):
+    """bfloat16 only, as above."""
+    for layout, mode in MODES:
+        inputs = forward_inputs(lightning_indexer_grad_inputs(rng, layout, mode, BF16, np.int32))
+        check_forward("native", inputs, {"layout": layout, "sparse_mode": mode, "sparse_count": 4}, BF16)
+
+
 FAMILIES = {
     "rms_norm": check_rms_norm_family,
     "rope": check_rope_family,
     "grouped_matmul": check_grouped_matmul_family,
+    "lightning_indexer": check_lightning_indexer_family,
     "flash_attention": check_flash_attention_family,
     "flash_attention_grad": check_flash_attention_grad_family,
 }

@@ -6,7 +6,7 @@ import pytest
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from engines import ENGINES, on, run
-from harness import bits
+from harness import assert_capped_isa_matches_oracle, bits
 from lightning_indexer_checks import EDGES, MODES, aclnn_inputs, check_forward, forward_inputs
 from oracles import BF16, F16, F32, lightning_indexer_grad_inputs
 
@@ -34,6 +34,12 @@ def test_matches_oracle(engine, layout, mode, t, rng, request):
     check_forward(engine, inputs, {"layout": layout, "sparse_mode": mode, "sparse_count": count}, t)
     if engine == "aclnn":
         assert emulator.aclemu_calls(b"aclnnLightningIndexer") == 1
+
+
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_capped_isa_matches_oracle(isa):
+    """bfloat16's scores from float32 copies (no AVX-512 BF16)."""
+    assert_capped_isa_matches_oracle("lightning_indexer", isa)
 
 
 @pytest.mark.parametrize("engine", ["native", *(on(e) for e in ENGINES)])

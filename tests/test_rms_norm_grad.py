@@ -8,7 +8,7 @@ from aclnn_checks import host_waits
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from engines import ENGINES, on, run
-from harness import assert_capped_isa_matches_oracle, bits
+from harness import assert_capped_isa_matches_oracle, assert_plain_loops_give_avx2_bits, bits
 from oracles import (
     BF16,
     F16,
@@ -154,6 +154,26 @@ def test_empty_rows_give_zero_dgamma():
     dx, dgamma = run("native", "RmsNormGrad", inputs)
     assert dx.shape == (0, 4, 8)
     np.testing.assert_array_equal(dgamma, np.zeros(8, np.float32))
+
+
+def isa_outputs(rng):
+    """Every dtype pair, rows with and without a tail of columns past the last 16, and one output
+    large enough for streaming stores."""
+    outputs = []
+    shapes = [(7, 333), (5, 64), (3, 1000), (2, 17), (4, 48)]
+    streamed = [((F32, F32), (1100, 2048)), ((BF16, BF16), (2100, 2048))]  # outputs past 8 MiB
+    for (t, tg), (rows, cols) in [*zip(PAIRS, shapes, strict=True), *streamed]:
+        x, dy = (rng.standard_normal((rows, cols)).astype(t) for _ in range(2))
+        rstd = (1 / np.sqrt(np.mean(x.astype(np.float32) ** 2, -1, keepdims=True) + 1e-6)).astype(np.float32)
+        gamma = rng.standard_normal(cols).astype(tg)
+        outputs += run("native", "RmsNormGrad", {"dy": dy, "x": x, "rstd": rstd, "gamma": gamma})
+    return outputs
+
+
+def test_avx512_paths_give_avx2_bits(tmp_path):
+    """The plain loops sum dx's dot products in 8 lanes, the vector paths in 16: those are held to
+    the oracle (test_baseline_isa_matches_oracle)."""
+    assert_plain_loops_give_avx2_bits(isa_outputs, tmp_path, plain=False)
 
 
 def test_baseline_isa_matches_oracle():

@@ -135,8 +135,21 @@ struct TileKeys {
   FaRows kt, vt;
 };
 
-// dS = P * (dP - Drow) in place of dP, row by row.
+// dS = P * (dP - Drow) in place of dP, row by row; the same bits on both paths.
+OAO_AVX512_TARGET void softmax_grad_avx512(const float* p, const float* drow, int64_t m, int64_t n, float* ds) {
+  for (int64_t r = 0; r < m; ++r) {
+    const __m512 dr = _mm512_set1_ps(drow[r]);
+    const int64_t at = r * n;
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 left = j + 16 <= n ? 0xFFFF : static_cast<__mmask16>((1u << (n - j)) - 1);
+      const __m512 pv = _mm512_maskz_loadu_ps(left, p + at + j), dp = _mm512_maskz_loadu_ps(left, ds + at + j);
+      _mm512_mask_storeu_ps(ds + at + j, left, _mm512_mul_ps(pv, _mm512_sub_ps(dp, dr)));
+    }
+  }
+}
+
 void softmax_grad(const float* p, const float* drow, int64_t m, int64_t n, float* ds) {
+  if (use_avx512()) return softmax_grad_avx512(p, drow, m, n, ds);
   for (int64_t r = 0; r < m; ++r) {
     const float dr = drow[r];
     const float* pr = p + r * n;
@@ -240,7 +253,8 @@ void key_split(const Tensors<T>& x, const FlashAttentionGeometry& g, const Query
           continue;
         }
       }
-      const TileKeys<T> keys{k0 + lo, hi - lo, key, value, {kt.data + lo * kt.ld, kt.ld}, {vt.data + lo * vt.ld, vt.ld}};
+      const FaRows kl{kt.data + lo * kt.ld, kt.ld}, vl{vt.data + lo * vt.ld, vt.ld};
+      const TileKeys<T> keys{k0 + lo, hi - lo, key, value, kl, vl};
       tile(x, g, s, i, keys, !touched[i], dq_partial, dk, dv_sum, w);
       touched[i] = 1;
     }

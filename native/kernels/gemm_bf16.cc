@@ -30,8 +30,9 @@ OAO_AVX512_BF16_TARGET void interleave(const bfloat16* r0, const bfloat16* r1, i
     const int64_t left = std::min<int64_t>(16, count - j);
     const __mmask16 m = static_cast<__mmask16>((1u << left) - 1);
     const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0 + j));
-    const __m512i hi = r1 == nullptr ? _mm512_setzero_si512()
-                                     : _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + j)), 16);
+    const __m512i hi =
+        r1 == nullptr ? _mm512_setzero_si512()
+                      : _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1 + j)), 16);
     _mm512_mask_storeu_epi32(out + j, m, _mm512_or_si512(lo, hi));
   }
 }
@@ -63,7 +64,9 @@ void pack_b(const bfloat16* b, bool trans_b, int64_t ldb, int64_t n, int64_t k, 
     if (trans_b) {  // pairs are words of B's rows; k odd: the last one is half past the row
       const bool odd_tail = p0 + pc == (k + 1) / 2 && k % 2 == 1;
       gather_words(b + j0 * ldb, ldb, nj, p0, odd_tail ? pc - 1 : pc, panel);
-      for (int64_t j = 0; odd_tail && j < nj; ++j) panel[(pc - 1) * kNr + j] = pair_word(b[(j0 + j) * ldb + k - 1].bits, 0);
+      for (int64_t j = 0; odd_tail && j < nj; ++j) {
+        panel[(pc - 1) * kNr + j] = pair_word(b[(j0 + j) * ldb + k - 1].bits, 0);
+      }
     } else {  // pairs interleave two rows of B
       for (int64_t p = 0; p < pc; ++p) {
         const int64_t kk = 2 * (p0 + p);

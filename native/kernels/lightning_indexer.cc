@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/element.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/row.h"
 #include "kernels/vec.h"
 
@@ -232,11 +233,14 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
                        int64_t d, int64_t k, int sparse_mode, int32_t* indices, T* values,
                        const Parallel& parallel) {
   const int64_t key_rows = spans.key_rows();
-  std::vector<float> key_copy;  // the key in float32, unless T is float
-  const float* key_f;
+  // bfloat16 with AVX-512 BF16: the scores from the CPU's bfloat16 dot products on query and key as
+  // given (gemm_bf16), every sum float32 as the float32 GEMM's.
+  const bool dots = std::is_same_v<T, bfloat16> && use_avx512_bf16();
+  std::vector<float> key_copy;  // the key in float32, unless T is float or dots
+  const float* key_f = nullptr;
   if constexpr (std::is_same_v<T, float>) {
     key_f = key;
-  } else {
+  } else if (!dots) {
     key_copy.resize(key_rows * d);
     to_float32(key, key_rows * d, key_copy.data());
     key_f = key_copy.data();
@@ -273,10 +277,10 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
       const int64_t b = batch[first], key_begin = spans.key_begin(b);
       const int64_t count = std::min({tile, task_end - first, spans.query_end[b] - first});
       const int64_t cols = allowed_keys(spans, b, first + count - 1 - spans.query_begin(b), sparse_mode);
-      const float* q_f;
+      const float* q_f = nullptr;
       if constexpr (std::is_same_v<T, float>) {
         q_f = query + first * n1 * d;
-      } else {
+      } else if (!dots) {
         q.resize(count * n1 * d);
         to_float32(query + first * n1 * d, count * n1 * d, q.data());
         q_f = q.data();
@@ -291,7 +295,12 @@ void lightning_indexer(const T* query, const T* key, const T* weights, const Tok
         const int64_t width = std::min(columns, cols - c0);
         if (static_cast<int64_t>(scores.size()) < count * n1 * width) scores.resize(count * n1 * width);
         if (static_cast<int64_t>(index_score.size()) < width) index_score.resize(width);
-        gemm(false, true, count * n1, width, d, q_f, key_f + (key_begin + c0) * d, scores.data());
+        if (!dots) {
+          gemm(false, true, count * n1, width, d, q_f, key_f + (key_begin + c0) * d, scores.data());
+        } else if constexpr (std::is_same_v<T, bfloat16>) {
+          gemm_bf16(false, true, count * n1, width, d, 1.f, query + first * n1 * d, d, key + (key_begin + c0) * d, d,
+                    0.f, scores.data(), width);
+        }
         for (int64_t t = first; t < first + count; ++t) {
           const int64_t allowed = allowed_keys(spans, b, t - spans.query_begin(b), sparse_mode);
           const int64_t n = std::min(width, allowed - c0);

@@ -133,7 +133,7 @@ template <class T, class TG>
 void rms_norm(const T* x, const TG* gamma, float epsilon, T* y, float* rstd, int64_t rows, int64_t cols,
               const Parallel& parallel) {
   if (rows == 0) return;
-  const RmsNormGamma<T> g(gamma, cols);
+  const RmsNormGamma<T> g(gamma, cols, use_avx2());
   const auto rows_fn = !use_avx2()                    ? norm_rows_baseline<T>
                        : use_streaming(y, rows, cols) ? norm_rows_avx2<true, T>
                                                       : norm_rows_avx2<false, T>;

@@ -11,18 +11,18 @@
 namespace oao {
 namespace {
 
-// gamma in float32, in the lane order of T on the AVX2 path (see load16), and whether all of it is
-// finite (which lets bfloat16 rows leave their NaN checks out: see round_to_bf16_high).
+// gamma in float32, in the lane order of T for the AVX2 loops (lane_order, see load16), and whether
+// all of it is finite (which lets bfloat16 rows leave their NaN checks out: see round_to_bf16_high).
 template <class T>
 struct RmsNormGamma {
   std::vector<float> f;
   bool finite;
 
   template <class TG>
-  RmsNormGamma(const TG* gamma, int64_t cols) : f(cols) {
+  RmsNormGamma(const TG* gamma, int64_t cols, bool lane_order) : f(cols) {
     for (int64_t j = 0; j < cols; ++j) f[j] = to_float(gamma[j]);
     finite = all_finite(f.data(), cols);
-    if (use_avx2()) to_lane_order<T>(f.data(), cols);
+    if (lane_order) to_lane_order<T>(f.data(), cols);
   }
 };
 

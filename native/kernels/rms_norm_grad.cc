@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/element.h"
 #include "kernels/rms_norm_gamma.h"
 #include "kernels/row.h"
 #include "kernels/vec.h"
+#include "kernels/vec512.h"
 
 namespace oao {
 namespace {
@@ -122,24 +124,84 @@ OAO_AVX2_TARGET void dx_row(const Row<T>& row, const float* gamma_l, int64_t col
   }
 }
 
+// dot_rows on 16 lanes, gamma and dgamma in memory order: every product and every per-lane sum is
+// dot_rows', so the dot sums, added as AVX2 adds them (hsum_as_avx2), and dgamma are its bits.
+template <int kRows, class T>
+OAO_AVX512_TARGET void dot_rows_avx512(Row<T>* rows, const float* gamma, float* dgamma, int64_t cols) {
+  const int64_t vec_end = cols - cols % 16;
+  __m512 vrs[kRows], acc[kRows];
+  for (int i = 0; i < kRows; ++i) {
+    vrs[i] = _mm512_set1_ps(rows[i].rs);
+    acc[i] = _mm512_setzero_ps();
+  }
+  for (int64_t j = 0; j < vec_end; j += 16) {
+    const __m512 g = _mm512_loadu_ps(gamma + j);
+    __m512 sum;
+    for (int i = 0; i < kRows; ++i) {
+      const __m512 p = _mm512_mul_ps(load16_512(rows[i].dy + j), _mm512_mul_ps(load16_512(rows[i].x + j), vrs[i]));
+      acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(p, g));
+      sum = i == 0 ? p : _mm512_add_ps(sum, p);
+    }
+    _mm512_storeu_ps(dgamma + j, _mm512_add_ps(_mm512_loadu_ps(dgamma + j), sum));
+  }
+  for (int i = 0; i < kRows; ++i) rows[i].dot = hsum_as_avx2<T>(acc[i]);
+  for (int64_t j = vec_end; j < cols; ++j) {
+    float sum = 0.f;
+    for (int i = 0; i < kRows; ++i) {
+      const float p = to_float(rows[i].dy[j]) * (to_float(rows[i].x[j]) * rows[i].rs);
+      rows[i].dot += p * gamma[j];
+      sum = i == 0 ? p : sum + p;
+    }
+    dgamma[j] += sum;
+  }
+}
+
+// dx_row on 16 lanes, gamma in memory order.
+template <bool kStream, bool kInputNaN, class T>
+OAO_AVX512_TARGET void dx_row_avx512(const Row<T>& row, const float* gamma, int64_t cols, bool descending) {
+  const int64_t vec_end = cols - cols % 16;
+  const float scaled_mean = row.dot / static_cast<float>(cols) * row.rs;
+  const __m512 vrs = _mm512_set1_ps(row.rs), vmean = _mm512_set1_ps(scaled_mean);
+  const int64_t step = descending ? -16 : 16;
+  for (int64_t j = descending ? vec_end - 16 : 0; j >= 0 && j < vec_end; j += step) {
+    if (sizeof(T) == 2 && row.ahead != nullptr)
+      _mm_prefetch(reinterpret_cast<const char*>(row.ahead + 2 * j), _MM_HINT_T2);
+    const __m512 dx = _mm512_sub_ps(_mm512_mul_ps(load16_512(row.dy + j), _mm512_loadu_ps(gamma + j)),
+                                    _mm512_mul_ps(load16_512(row.x + j), vmean));
+    store16_512<kStream, kInputNaN>(row.dx + j, _mm512_mul_ps(vrs, dx));
+  }
+  for (int64_t j = vec_end; j < cols; ++j) {
+    row.dx[j] = from_float<T>(row.rs * (to_float(row.dy[j]) * gamma[j] - to_float(row.x[j]) * scaled_mean));
+  }
+}
+
 // dx_row, checking its NaNs only where an input may hold one: a bfloat16 row with a finite rstd and
 // a finite dot sum (inf * 0 is NaN, so no dy or x of the row is infinite or NaN), and a finite
 // gamma, has none (see round_to_bf16_high).
-template <bool kStream, class T>
+template <bool kWide, bool kStream, class T>
 void dx_row_checked(const Row<T>& row, const float* gamma_l, int64_t cols, bool descending,
                     bool gamma_finite) {
-  if constexpr (kInterleaved<T>) {
-    if (gamma_finite && std::isfinite(row.rs) && std::isfinite(row.dot)) {
-      return dx_row<kStream, false>(row, gamma_l, cols, descending);
-    }
+  const auto dx = [&](auto input_nan) {
+    if constexpr (kWide) return dx_row_avx512<kStream, input_nan.value>(row, gamma_l, cols, descending);
+    return dx_row<kStream, input_nan.value>(row, gamma_l, cols, descending);
+  };
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (gamma_finite && std::isfinite(row.rs) && std::isfinite(row.dot)) return dx(std::false_type{});
   }
-  dx_row<kStream, true>(row, gamma_l, cols, descending);
+  dx(std::true_type{});
 }
 
-// Rows go in pairs, the last alone if their count is odd. gamma_l and dgamma_part are in the lane
-// order of T on entry; dgamma_part is left in memory order.
-template <bool kStream, class T>
-void grad_rows_avx2(const T* dy, const T* x, const float* rstd, const float* gamma_l, bool gamma_finite,
+template <bool kWide, int kRows, class T>
+void dot_rows_on(Row<T>* rows, const float* gamma_l, float* dgamma_l, int64_t cols) {
+  if constexpr (kWide) return dot_rows_avx512<kRows>(rows, gamma_l, dgamma_l, cols);
+  dot_rows<kRows>(rows, gamma_l, dgamma_l, cols);
+}
+
+// Rows go in pairs, the last alone if their count is odd, on the AVX2 loops or (kWide) the AVX-512
+// ones. gamma_l and dgamma_part are in the lane order of T on entry (memory order for kWide);
+// dgamma_part is left in memory order.
+template <bool kWide, bool kStream, class T>
+void grad_rows_vec(const T* dy, const T* x, const float* rstd, const float* gamma_l, bool gamma_finite,
                     T* dx, float* dgamma_part, int64_t begin, int64_t end, int64_t cols) {
   // Every row has the same offset between dx and dy (or x), so all take the same direction.
   const bool descending = store_runs_ahead(dx, dy) || store_runs_ahead(dx, x);
@@ -153,16 +215,16 @@ void grad_rows_avx2(const T* dy, const T* x, const float* rstd, const float* gam
       rows[0].ahead = dy + (r + 2) * cols;
       rows[1].ahead = x + (r + 2) * cols;
     }
-    dot_rows<2>(rows, gamma_l, dgamma_part, cols);
-    for (const Row<T>& row : rows) dx_row_checked<kStream>(row, gamma_l, cols, descending, gamma_finite);
+    dot_rows_on<kWide, 2>(rows, gamma_l, dgamma_part, cols);
+    for (const Row<T>& row : rows) dx_row_checked<kWide, kStream>(row, gamma_l, cols, descending, gamma_finite);
   }
   if (r < end) {
     Row<T> row{dy + r * cols, x + r * cols, dx + r * cols, rstd[r], 0.f, nullptr};
-    dot_rows<1>(&row, gamma_l, dgamma_part, cols);
-    dx_row_checked<kStream>(row, gamma_l, cols, descending, gamma_finite);
+    dot_rows_on<kWide, 1>(&row, gamma_l, dgamma_part, cols);
+    dx_row_checked<kWide, kStream>(row, gamma_l, cols, descending, gamma_finite);
   }
   if constexpr (kStream) _mm_sfence();
-  from_lane_order<T>(dgamma_part, cols);
+  if constexpr (!kWide) from_lane_order<T>(dgamma_part, cols);
 }
 
 }  // namespace
@@ -174,10 +236,11 @@ void rms_norm_grad(const T* dy, const T* x, const float* rstd, const TG* gamma, 
   std::fill(dgamma, dgamma + cols, 0.f);
   if (rows == 0) return;
 
-  const RmsNormGamma<T> g(gamma, cols);
-  const auto rows_fn = !use_avx2()                     ? grad_rows_baseline<T>
-                       : use_streaming(dx, rows, cols) ? grad_rows_avx2<true, T>
-                                                       : grad_rows_avx2<false, T>;
+  const bool wide = use_avx512(), stream = use_streaming(dx, rows, cols);
+  const RmsNormGamma<T> g(gamma, cols, use_avx2() && !wide);
+  const auto rows_fn = !use_avx2() ? grad_rows_baseline<T>
+                       : wide      ? (stream ? grad_rows_vec<true, true, T> : grad_rows_vec<true, false, T>)
+                                   : (stream ? grad_rows_vec<false, true, T> : grad_rows_vec<false, false, T>);
 
   // Each block adds its rows into its own partial dgamma; the partials are then summed in block
   // order. Blocks depend only on the shape, so the sums are the same for any thread count.

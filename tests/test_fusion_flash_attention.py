@@ -333,3 +333,24 @@ def test_hugging_face_attention_with_padding(arch, attention, opset, dynamic, se
         for native in (True, False):
             (logits,) = make_session(fused, native=native).run({n: t.numpy() for n, t in inputs.items()})
             assert relative_error(logits, expected) < TOLERANCE[torch.float32]
+
+
+@pytest.mark.parametrize("length", [16, 600])
+def test_a_static_exports_causal_mask_becomes_a_sparse_mode(length):
+    """Without a padding mask, transformers' causal mask is computed from constants alone: past
+    onnxscript's folding limits (600 x 600) too, it is folded and read as sparse_mode 3, so the
+    kernels skip the masked half instead of applying an S x S mask."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**{**hf.SIZES, "max_position_embeddings": length})
+    lm = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa").eval()
+    ids = torch.randint(0, hf.SIZES["vocab_size"], (1, length), generator=torch.Generator().manual_seed(1))
+    fused = fuse(export_torch(lm, {"input_ids": ids}))
+    nodes = fused_nodes(fused)
+    assert len(nodes) == 2
+    for node in nodes:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        assert attrs.get("sparse_mode") in (2, 3) and (len(node.input) < 4 or not node.input[3])
+    with torch.no_grad():
+        expected = lm(input_ids=ids).logits.numpy()
+    (logits,) = make_session(fused, native=True).run({"input_ids": ids.numpy()})
+    assert relative_error(logits, expected) < TOLERANCE[torch.float32]

@@ -3,13 +3,15 @@ a sparse mode, an ``atten_mask`` (true where masked) and a band.
 
 The mask arrives as the scores' addend (0 where allowed, ``-inf`` or a value at or below
 ``EXCLUDED`` where masked: transformers' ``finfo.min``, the exporter's ``dtype.min``) or as the
-standard Attention's boolean (true where allowed). A constant is read key by key: all allowed is
-no mask, causal from the bottom right or the top left is sparse_mode 3 or 2 without a mask (3
-where both fit, as at S1 == S2), anything else the constant itself, banded as tightly as its
-allowed keys lie (a sliding window: ``pre_tokens = window - 1``, ``next_tokens = 0``). A mask
-computed at run time (a padding mask, or any mask of a dynamic-shape export) is passed as it is,
-negated, in a shape the op takes; the exporter's ``is_causal`` (a lower Trilu of ones) is
-recognized as sparse_mode 2.
+standard Attention's boolean (true where allowed), or as a Where of a boolean between 0 and such
+a value, the boolean folded to a constant where a static export computes it from constants alone
+(``passes._builds_mask``: transformers' causal mask, at any length). A constant is read key by
+key: all allowed is no mask, causal from the bottom right or the top left is sparse_mode 3 or 2
+without a mask (3 where both fit, as at S1 == S2), anything else the constant itself, banded as
+tightly as its allowed keys lie (a sliding window: ``pre_tokens = window - 1``,
+``next_tokens = 0``). A mask computed at run time (a padding mask, or any mask of a dynamic-shape
+export) is passed as it is, negated, in a shape the op takes; the exporter's ``is_causal`` (a
+lower Trilu of ones) is recognized as sparse_mode 2.
 
 A row left without keys is where the spellings differ: the op gives it 0, torch's
 scaled_dot_product_attention and the standard Attention with a boolean or ``-inf`` mask give 0,
@@ -185,9 +187,13 @@ def read_addend(value: ir.Value, scores: list) -> Addend | str:
         negate, fill = False, high
     else:
         return "the addend is a Where of values other than 0 and a mask's fill"
+    infinite = fill == float("-inf")
+    if condition is not None and condition.const_value is not None:  # a static export's, folded
+        allowed = condition.const_value.numpy().astype(bool)
+        return Addend(constant=allowed if negate else ~allowed, infinite=infinite)
     if not negate and _is_lower_triangle(condition, scores):
-        return Addend(causal=True, infinite=fill == float("-inf"))
-    return Addend(value=condition, negate=negate, infinite=fill == float("-inf"))
+        return Addend(causal=True, infinite=infinite)
+    return Addend(value=condition, negate=negate, infinite=infinite)
 
 
 def _is_lower_triangle(masked: ir.Value | None, scores: list) -> bool:

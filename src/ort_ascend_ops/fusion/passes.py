@@ -1,10 +1,12 @@
-"""The passes over a whole model: folding that keeps every parameter an initializer, then the
-rewrite rules of ``rules.py``."""
+"""The passes over a whole model: folding that keeps every parameter an initializer (and folds the
+boolean masks a static export computes from constants, whatever their size), then the rewrite
+rules of ``rules.py``."""
 
 from __future__ import annotations
 
 import collections
 import logging
+import math
 from collections.abc import Collection
 
 import onnx
@@ -54,6 +56,28 @@ def _is_parameter(value: ir.Value | None, keep: Collection[str]) -> bool:
     return value.dtype is not None and value.dtype.is_floating_point() and value.const_value.size > 1
 
 
+# Elements of the largest boolean mask folded past onnxscript's size limits (a 16k x 16k causal
+# mask): the causal mask a static export computes from constant [S, S] comparisons, folded, is what
+# the attention fusion reads as a sparse mode, with no S1 x S2 mask left to apply at run time.
+MASK_FOLD_LIMIT = 1 << 28
+
+
+def _builds_mask(node: ir.Node) -> bool:
+    """A node whose outputs are boolean, computed from boolean or integer constants alone (not
+    parameters), within MASK_FOLD_LIMIT elements (bounded by the product of its inputs' sizes,
+    which its broadcast cannot exceed, where shape inference left its output's shape unknown)."""
+    if not all(o.dtype == ir.DataType.BOOL for o in node.outputs):
+        return False
+    inputs = [v for v in node.inputs if v is not None]
+    if any(v.const_value is None or v.dtype is None or v.dtype.is_floating_point() for v in inputs):
+        return False
+    bound = math.prod(max(1, v.const_value.size) for v in inputs)
+    for o in node.outputs:
+        if o.shape is not None and o.shape.is_static():
+            bound = min(bound, math.prod(o.shape.numpy()))
+    return bound <= MASK_FOLD_LIMIT
+
+
 def _kept(model: onnx.ModelProto, keep: Collection[str]) -> frozenset[str]:
     """``keep`` and the trainable parameters export_torch recorded in the model."""
     return frozenset(keep) | frozenset(parameter_names(model) or ())
@@ -82,6 +106,12 @@ def _folded(model: onnx.ModelProto, keep: Collection[str]) -> ir.Model:
     inferred.functions.extend(others)
     ir_model = ir.serde.deserialize_model(inferred)
     fold_constants_ir(ir_model, should_fold=should_fold)
+    fold_constants_ir(
+        ir_model,
+        input_size_limit=MASK_FOLD_LIMIT,
+        output_size_limit=MASK_FOLD_LIMIT,
+        should_fold=_builds_mask,
+    )
     common_passes.RemoveUnusedNodesPass()(ir_model)
     return ir_model
 

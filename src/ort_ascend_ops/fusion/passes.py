@@ -69,9 +69,12 @@ def _builds_mask(node: ir.Node) -> bool:
     if not all(o.dtype == ir.DataType.BOOL for o in node.outputs):
         return False
     inputs = [v for v in node.inputs if v is not None]
-    if any(v.const_value is None or v.dtype is None or v.dtype.is_floating_point() for v in inputs):
+    if any(v.dtype is None or v.dtype.is_floating_point() for v in inputs):
         return False
-    bound = math.prod(max(1, v.const_value.size) for v in inputs)
+    constants = [v.const_value for v in inputs]
+    if any(c is None for c in constants):
+        return False
+    bound = math.prod(max(1, c.size) for c in constants if c is not None)
     for o in node.outputs:
         if o.shape is not None and o.shape.is_static():
             bound = min(bound, math.prod(o.shape.numpy()))

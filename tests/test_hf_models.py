@@ -91,14 +91,15 @@ def test_bfloat16_gradients_equal_torch_autograd(native):
     assert grad_ops(model) == GRAD_OPS
     results = outputs_of(model, inputs_of(data), native)
     # Both sides round to bfloat16, each in its own places (SwiGlu rounds once where torch rounds
-    # the SiLU and the product): next to torch's float32 gradients, ours must be no further off.
+    # the SiLU and the product; the attention kernels round P and dS before their products where
+    # the CPU has bfloat16 dot products, as torch's CPU kernel and the vendor's do): next to torch's
+    # float32 gradients, ours must be about as close as torch's own, within a tenth more error.
     fp32 = expected(hf.gradients_name(case.arch, case.loss, 2))
     for p in parameters_of(data):
         ours = results[f"{p}_grad"].astype(np.float32)
         assert relative_error(ours, data[f"grad/{p}"]) < BFLOAT16_TOLERANCE, p
-        assert relative_error(ours, fp32[f"grad/{p}"]) <= relative_error(
-            data[f"grad/{p}"], fp32[f"grad/{p}"]
-        ), p
+        torch_error = relative_error(data[f"grad/{p}"], fp32[f"grad/{p}"])
+        assert relative_error(ours, fp32[f"grad/{p}"]) <= 1.1 * torch_error, p
 
 
 FUSED = [e for e in hf.exports() if e.loss == "ce" and e.batch in (None, 2)]

@@ -47,6 +47,8 @@ def test_ten_thousand_valid_and_failing_runs_keep_memory_flat(op):
 ALLOWED_GLOBALS = {
     # Which kernel paths the CPU takes: computed once by a thread-safe function-local static.
     r"(guard variable for )?oao::use_avx2\(\)::avx2",
+    r"(guard variable for )?oao::use_avx512\(\)::avx512",
+    r"(guard variable for )?oao::use_avx512_bf16\(\)::bf16",
     # OpenBLAS is set to one thread once per process (std::call_once's flag).
     r"oao::single_threaded_blas\(\)::once",
     # The op table every session registering the library shares: built once, then only read.

@@ -23,13 +23,6 @@ struct Tiles {
   std::vector<bfloat16> q16, p16;
 };
 
-// Whether bfloat16's two products run on the CPU's bfloat16 dot products (see gemm_bf16): S from q
-// and the keys as given, O from P rounded to bfloat16 and the values as given, as the vendor's
-// kernel and PyTorch's do; every sum float32.
-template <class T>
-bool dot_products() {
-  return std::is_same_v<T, bfloat16> && use_avx512_bf16();
-}
 
 // One task: the rows of heads [head_begin, head_end) stacked, head by head, so that each key and
 // value block is read (and converted) once for all of them and multiplied in one GEMM each.
@@ -39,7 +32,7 @@ void attend(const T* query, const T* key, const T* value, const uint8_t* mask,
             float* softmax_sum) {
   const int64_t b = t.batch, rows = t.rows.end - t.rows.begin, m = (t.head_end - t.head_begin) * rows;
   const int64_t d = g.d, dv = g.dv;
-  const bool dots = dot_products<T>();
+  const bool dots = fa_dot_products<T>();
   w.q.resize(static_cast<size_t>(dots ? 0 : m * d));
   w.q16.resize(static_cast<size_t>(dots ? m * d : 0));
   w.p16.resize(static_cast<size_t>(dots ? m * kFaKeyBlock : 0));

@@ -33,7 +33,7 @@ struct QueryScratch {
   // then the dq partials of each split slot, rows x d apart.
   std::unique_ptr<float[]> buffer;
   float *q = nullptr, *dy = nullptr, *drow = nullptr, *partials = nullptr;
-  // With dot products (dot_products): q and dy also as given, stacked alike.
+  // With dot products (fa_dot_products): q and dy also as given, stacked alike.
   std::unique_ptr<bfloat16[]> raw;
   bfloat16 *q16 = nullptr, *dy16 = nullptr;
 
@@ -58,12 +58,6 @@ constexpr int kMaxSplits = 4;
 // taller tiles of narrow heads halve what OpenBLAS packs per product.
 int64_t key_block(const FlashAttentionGeometry& g) { return std::max(g.d, g.dv) <= 64 ? 512 : 256; }
 
-// Whether a tile's products run on the CPU's bfloat16 dot products (see gemm_bf16 and
-// tile_dot_products) instead of float32 copies.
-template <class T>
-bool dot_products() {
-  return std::is_same_v<T, bfloat16> && use_avx512_bf16();
-}
 
 // Per-tile buffers of one thread: P and dS (m x n, and rounded to bfloat16 with dot products),
 // float32 key and value blocks of 16-bit types, and the block's dk and dv sums.
@@ -84,7 +78,7 @@ void load_queries(const Tensors<T>& x, const FlashAttentionGeometry& g, QueryScr
     const int64_t r0 = s.offset[i] + (h - t.head_begin) * rows;
     const int64_t o_at = g.query_at(g.out, b, h, t.rows.begin);
     const int64_t q_at = g.query_at(g.query, b, h, t.rows.begin);
-    fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q + r0 * d);
+    if (s.q16 == nullptr) fa_load_rows(x.query + q_at, g.query.row, rows, d, s.q + r0 * d);  // dots: unread
     fa_load_rows(x.dy + o_at, g.out.row, rows, dv, s.dy + r0 * dv);
     fa_load_rows(x.attention_in + o_at, g.out.row, rows, dv, out.data());
     if constexpr (std::is_same_v<T, bfloat16>) {
@@ -196,7 +190,7 @@ OAO_AVX512_BF16_TARGET void softmax_grad_bf16(const float* p, const float* drow,
   }
 }
 
-// The same tile for bfloat16 with the CPU's bfloat16 dot products (dot_products): S and dP multiply
+// The same tile for bfloat16 with the CPU's bfloat16 dot products (fa_dot_products): S and dP multiply
 // q, dy, the keys and values as given; P and dS are rounded to bfloat16 for the other three, as
 // the vendor's kernel and PyTorch's do. Every sum is float32.
 void tile_dot_products(const Tensors<bfloat16>& x, const FlashAttentionGeometry& g, const QueryScratch& s,
@@ -352,7 +346,7 @@ void flash_attention_score_grad(const T* query, const T* key, const T* value, co
   s.dy = s.q + rows * d;
   s.drow = s.dy + rows * d_v;
   s.partials = s.drow + rows;
-  if (dot_products<T>()) {
+  if (fa_dot_products<T>()) {
     s.raw.reset(new bfloat16[rows * (d + d_v)]);
     s.q16 = s.raw.get();
     s.dy16 = s.q16 + rows * d;

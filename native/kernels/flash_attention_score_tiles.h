@@ -4,10 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/element.h"
 #include "kernels/gemm.h"
 #include "kernels/lightning_indexer_rows.h"
+#include "kernels/row.h"
 
 namespace oao {
 
@@ -95,6 +98,13 @@ std::vector<FaQueryTask> fa_query_tasks(const FlashAttentionGeometry& g);
 
 // A float32 view of `rows` rows of `cols` elements `stride` apart: the rows themselves for float32,
 // else converted into `buffer` (then `cols` apart). The pointer and its leading dimension.
+// Whether the attention kernels multiply T's operands on the CPU's bfloat16 dot products
+// (gemm_bf16) instead of float32 copies: bfloat16 with AVX-512 BF16.
+template <class T>
+bool fa_dot_products() {
+  return std::is_same_v<T, bfloat16> && use_avx512_bf16();
+}
+
 struct FaRows {
   const float* data;
   int64_t ld;

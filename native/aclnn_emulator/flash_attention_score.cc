@@ -4,7 +4,7 @@
 // float32 from the pages' formulas: softmax(scale q.k) over the keys the mask and sparse mode allow,
 // per batch, GQA by N1 / N2, the statistics [B, N1, S1, 8] (TND [T1, N1, 8]). Modes 2 and 3 take
 // the page's 2048 x 2048 causal mask, which the launch checks value by value; a row with no key
-// gives out 0, max -inf, sum 0 and gradients 0.
+// gives out 0, max -inf, sum 0 and gradients 0. bfloat16's P and dS enter their products rounded.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +12,7 @@
 #include <string>
 #include <type_traits>
 
+#include "elements.h"
 #include "op.h"
 #include "tensor.h"
 
@@ -205,6 +206,10 @@ void row_probabilities(const Sizes& z, const std::vector<int64_t>& mask, const s
     for (float& x : p) x /= row_sum;
 }
 
+// P and dS as the products take them: rounded to bfloat16 for bfloat16 inputs, as the vendor's cube
+// and torch's kernels multiply them (float16's stay float32: its dS would lose its small values).
+float as_operand(float v, aclDataType dtype) { return dtype == ACL_BF16 ? bf16_to_float(float_to_bf16(v)) : v; }
+
 void forward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const aclTensor* v_p,
              const aclTensor* mask_p, const aclTensor* max_p, const aclTensor* sum_p, const aclTensor* out_p) {
   const std::vector<int64_t> mask = read_mask(z, mask_p);
@@ -221,7 +226,8 @@ void forward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const a
         row_probabilities(z, mask, q, key, b, n, i, p, row_max, row_sum);
         for (int64_t j = 0; j < z.k.rows(b); ++j) {
           if (p[j] == 0.0f) continue;
-          for (int64_t e = 0; e < z.v.e; ++e) out[o.at(b, i, n, e)] += p[j] * value[z.v.at(b, j, n2, e)];
+          const float pj = as_operand(p[j], q_p->dtype);
+          for (int64_t e = 0; e < z.v.e; ++e) out[o.at(b, i, n, e)] += pj * value[z.v.at(b, j, n2, e)];
         }
         const int64_t stat = z.stat(b, n, i);
         std::fill_n(&maxes[stat], 8, row_max);
@@ -275,7 +281,8 @@ Plan flash_attention_score(const aclTensor* q_p, const aclTensor* k_p, const acl
 }
 
 // dS = P (dP - rowsum(dy * attention_in)), dq = scale dS k, dk = scale dS^T q, dv = P^T dy; the
-// probabilities recomputed from the forward's statistics' inputs as the device does.
+// probabilities recomputed from the forward's statistics' inputs as the device does, P and dS
+// multiplied as as_operand rounds them.
 void backward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const aclTensor* v_p,
               const aclTensor* dy_p, const aclTensor* mask_p, const aclTensor* in_p, const aclTensor* dq_p,
               const aclTensor* dk_p, const aclTensor* dv_p) {
@@ -295,12 +302,13 @@ void backward(const Sizes& z, const aclTensor* q_p, const aclTensor* k_p, const 
         for (int64_t e = 0; e < z.v.e; ++e) drow += dy[o.at(b, i, n, e)] * attention_in[o.at(b, i, n, e)];
         for (int64_t j = 0; j < z.k.rows(b); ++j) {
           if (p[j] == 0.0f) continue;
+          const float pj = as_operand(p[j], q_p->dtype);
           float dp = 0.0f;
           for (int64_t e = 0; e < z.v.e; ++e) {
             dp += dy[o.at(b, i, n, e)] * value[z.v.at(b, j, n2, e)];
-            dv[z.v.at(b, j, n2, e)] += p[j] * dy[o.at(b, i, n, e)];
+            dv[z.v.at(b, j, n2, e)] += pj * dy[o.at(b, i, n, e)];
           }
-          const float ds = z.scale * p[j] * (dp - drow);
+          const float ds = z.scale * as_operand(p[j] * (dp - drow), q_p->dtype);
           for (int64_t e = 0; e < z.q.e; ++e) {
             dq[z.q.at(b, i, n, e)] += ds * key[z.k.at(b, j, n2, e)];
             dk[z.k.at(b, j, n2, e)] += ds * q[z.q.at(b, i, n, e)];

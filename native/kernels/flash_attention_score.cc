@@ -17,7 +17,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // A task's tiles: its stacked query rows (m x D), one block of scores then probabilities
 // (m x kFaKeyBlock), the unnormalized output (m x Dv), each row's running max and sum, and the
 // float32 key and value blocks of 16-bit types; with dot products, the query rows as given and the
-// probabilities rounded to bfloat16 instead of the float32 copies.
+// probabilities in bfloat16 instead of the float32 copies. Either way the probabilities enter P V
+// as fa_round_to rounds them, their sum taken before.
 struct Tiles {
   std::vector<float> q, s, o, max, sum, k, v;
   std::vector<bfloat16> q16, p16;
@@ -81,6 +82,7 @@ void attend(const T* query, const T* key, const T* value, const uint8_t* mask,
       w.sum[r] += sum;
     }
     if (!dots) {
+      fa_round_to<T>(s, m * n);
       gemm(false, false, m, dv, n, 1.f, s, n, vt.data, vt.ld, 1.f, w.o.data(), dv);
     } else if constexpr (std::is_same_v<T, bfloat16>) {
       from_float32(s, m * n, w.p16.data());

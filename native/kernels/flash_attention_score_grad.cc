@@ -154,7 +154,8 @@ void softmax_grad(const float* p, const float* drow, int64_t m, int64_t n, float
 
 // One tile: query task i against the keys of `keys`, with P, dP, dS and the three sums it feeds:
 // those keys' dk and dv (n rows at dk, dv_sum), and task i's dq partial (beta 0 on the split's
-// first tile of the task). All five products multiply float32 copies.
+// first tile of the task). All five products multiply float32 copies; P and dS (from the unrounded
+// P) as fa_round_to rounds them.
 template <class T>
 void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScratch& s, size_t i,
           const TileKeys<T>& keys, bool first, float* dq_partial, float* dk, float* dv_sum, Tiles& w) {
@@ -168,6 +169,8 @@ void tile(const Tensors<T>& x, const FlashAttentionGeometry& g, const QueryScrat
   probabilities(x, g, s.tasks[i], keys.k0, n, p);
   gemm(false, true, m, n, dv, 1.f, dy, dv, keys.vt.data, keys.vt.ld, 0.f, ds, n);
   softmax_grad(p, s.drow + s.offset[i], m, n, ds);
+  fa_round_to<T>(p, m * n);
+  fa_round_to<T>(ds, m * n);
   gemm(true, false, n, dv, m, 1.f, p, n, dy, dv, 1.f, dv_sum, dv);
   gemm(true, false, n, d, m, g.scale, ds, n, q, d, 1.f, dk, d);
   gemm(false, false, m, d, n, g.scale, ds, n, keys.kt.data, keys.kt.ld, first ? 0.f : 1.f,

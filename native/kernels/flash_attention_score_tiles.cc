@@ -201,6 +201,22 @@ FaRows fa_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, std::ve
   }
 }
 
+template <class T>
+void fa_round_to(float* x, int64_t count) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    constexpr int64_t kChunk = 256;
+    T buffer[kChunk];
+    for (int64_t i = 0; i < count; i += kChunk) {
+      const int64_t c = std::min(kChunk, count - i);
+      from_float32(x + i, c, buffer);
+      to_float32(buffer, c, x + i);
+    }
+  }
+}
+
+template void fa_round_to<float>(float*, int64_t);
+template void fa_round_to<half>(float*, int64_t);
+template void fa_round_to<bfloat16>(float*, int64_t);
 template void fa_load_rows<float>(const float*, int64_t, int64_t, int64_t, float*);
 template void fa_load_rows<half>(const half*, int64_t, int64_t, int64_t, float*);
 template void fa_load_rows<bfloat16>(const bfloat16*, int64_t, int64_t, int64_t, float*);

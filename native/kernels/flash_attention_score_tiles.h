@@ -114,5 +114,11 @@ FaRows fa_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, std::ve
 // The same rows converted to float32 at dst (cols apart), for tiles the kernel writes to.
 template <class T>
 void fa_load_rows(const T* src, int64_t stride, int64_t rows, int64_t cols, float* dst);
+// x[0, count) rounded to bfloat16 and back for bfloat16 inputs: P and dS enter their products
+// rounded on every path (the dot products' and the float32 copies'), as the vendor's cube and
+// torch's kernels multiply them. Nothing for float32, nor float16, whose dS would lose its small
+// values.
+template <class T>
+void fa_round_to(float* x, int64_t count);
 
 }  // namespace oao

@@ -37,18 +37,47 @@ OAO_AVX512_BF16_TARGET void interleave(const bfloat16* r0, const bfloat16* r1, i
   }
 }
 
-// out[p * kNr + j] = word p of row j (pairs p0 + p of rows [0, rows) of x at ld), for p < pc: eight
-// rows per gather, at 64-bit byte offsets (any ld).
-OAO_AVX512_BF16_TARGET void gather_words(const bfloat16* x, int64_t ld, int64_t rows, int64_t p0, int64_t pc,
-                                         uint32_t* out) {
-  const __m512i eight = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int64_t j = 0; j < rows; j += 8) {
-    const __mmask8 m = static_cast<__mmask8>((1u << std::min<int64_t>(8, rows - j)) - 1);
-    const __m512i at = _mm512_mullo_epi64(eight, _mm512_set1_epi64(2 * ld));
-    const char* base = reinterpret_cast<const char*>(x + j * ld + 2 * p0);
-    for (int64_t p = 0; p < pc; ++p) {
-      const __m256i w = _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), m, at, base + 4 * p, 1);
-      _mm256_mask_storeu_epi32(out + p * kNr + j, m, w);
+// The 16 x 16 words of v transposed in place: v[q] lane r <- v[r] lane q.
+OAO_AVX512_BF16_TARGET __attribute__((always_inline)) inline void transpose16(__m512i (&v)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(v[i], v[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(v[i], v[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(v[i + 8], v[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(v[i + 8], v[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 8; ++i) {
+    v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+// out[p * kNr + j] = word p of row j (pairs p0 + p of rows [0, rows) of x at ld), for p < pc: 16
+// rows by 16 pairs at a time, transposed in registers (rows past `rows` and pairs past pc are
+// never loaded).
+OAO_AVX512_BF16_TARGET void transpose_words(const bfloat16* x, int64_t ld, int64_t rows, int64_t p0, int64_t pc,
+                                            uint32_t* out) {
+  for (int64_t j = 0; j < rows; j += 16) {
+    for (int64_t p = 0; p < pc; p += 16) {
+      const int64_t count = std::min<int64_t>(16, pc - p);
+      const __mmask16 m = static_cast<__mmask16>((1u << count) - 1);
+      __m512i v[16];
+      for (int64_t r = 0; r < 16; ++r) {
+        v[r] = j + r < rows ? _mm512_maskz_loadu_epi32(m, x + (j + r) * ld + 2 * (p0 + p)) : _mm512_setzero_si512();
+      }
+      transpose16(v);
+      const __mmask16 live = static_cast<__mmask16>((1u << std::min<int64_t>(16, rows - j)) - 1);
+      for (int64_t q = 0; q < count; ++q) _mm512_mask_storeu_epi32(out + (p + q) * kNr + j, live, v[q]);
     }
   }
 }
@@ -63,7 +92,7 @@ void pack_b(const bfloat16* b, bool trans_b, int64_t ldb, int64_t n, int64_t k, 
     if (nj < kNr) std::fill(panel, panel + pc * kNr, 0u);
     if (trans_b) {  // pairs are words of B's rows; k odd: the last one is half past the row
       const bool odd_tail = p0 + pc == (k + 1) / 2 && k % 2 == 1;
-      gather_words(b + j0 * ldb, ldb, nj, p0, odd_tail ? pc - 1 : pc, panel);
+      transpose_words(b + j0 * ldb, ldb, nj, p0, odd_tail ? pc - 1 : pc, panel);
       for (int64_t j = 0; odd_tail && j < nj; ++j) {
         panel[(pc - 1) * kNr + j] = pair_word(b[(j0 + j) * ldb + k - 1].bits, 0);
       }

@@ -91,8 +91,8 @@ def test_bfloat16_gradients_equal_torch_autograd(native):
     assert grad_ops(model) == GRAD_OPS
     results = outputs_of(model, inputs_of(data), native)
     # Both sides round to bfloat16, each in its own places (SwiGlu rounds once where torch rounds
-    # the SiLU and the product; the attention kernels round P and dS before their products where
-    # the CPU has bfloat16 dot products, as torch's CPU kernel and the vendor's do): next to torch's
+    # the SiLU and the product; the attention kernels round P and dS before their products, as
+    # torch's CPU kernel and the vendor's do; the portable path does not): next to torch's
     # float32 gradients, ours must be about as close as torch's own, within a tenth more error.
     fp32 = expected(hf.gradients_name(case.arch, case.loss, 2))
     for p in parameters_of(data):

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <immintrin.h>
 #include <type_traits>
 
 #include "kernels/element.h"
@@ -70,14 +71,25 @@ __attribute__((always_inline)) inline void convert(const From* from, To* to, int
   for (int64_t i = 0; i < n; ++i) to[i] = from_float<To>(to_float(from[i]));
 }
 
-// float32 throughout: in the buffers themselves (an output may be its input's buffer). Otherwise
-// chunks widened to float32 on the stack, updated, and rounded back, each a loop the compiler
-// vectorizes where element by element it would not.
-template <class TP, class T>
+// dst[0, n) = src with streaming stores (SSE, in every x86-64) from dst's first 16-byte boundary:
+// outputs too large to stay in cache skip the read for ownership, 12 of ApplyAdamW's 40 bytes
+// per float32 element out of place.
+inline void stream_floats(const float* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(dst + i) % 16 != 0; ++i) dst[i] = src[i];
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+// float32 in the output buffers themselves (copied there first unless in place). Otherwise, and
+// for float32 with streaming stores (kStream), chunks widened to float32 on the stack, updated,
+// and rounded back (an output may be its input's buffer: each chunk is read before it is
+// written), each a loop the compiler vectorizes where element by element it would not.
+template <bool kStream, class TP, class T>
 __attribute__((always_inline)) inline void update(const TP* param, const TP* exp_avg, const TP* exp_avg_sq,
                                                   const T* grad, const AdamWScalars& s, TP* param_out,
                                                   TP* exp_avg_out, TP* exp_avg_sq_out, int64_t begin, int64_t end) {
-  if constexpr (std::is_same_v<TP, float> && std::is_same_v<T, float>) {
+  if constexpr (std::is_same_v<TP, float> && std::is_same_v<T, float> && !kStream) {
     const int64_t n = end - begin;
     const auto take = [&](const float* in, float* out) {
       if (in != out) std::copy_n(in + begin, n, out + begin);  // nothing to copy when in place
@@ -86,34 +98,41 @@ __attribute__((always_inline)) inline void update(const TP* param, const TP* exp
     take(exp_avg, exp_avg_out);
     take(exp_avg_sq, exp_avg_sq_out);
     update_floats(param_out + begin, exp_avg_out + begin, exp_avg_sq_out + begin, grad + begin, n, s);
-  } else {
-    constexpr int64_t kChunk = 512;
-    float p[kChunk], m[kChunk], v[kChunk], g[kChunk];
-    for (int64_t c = begin; c < end; c += kChunk) {
-      const int64_t n = std::min(kChunk, end - c);
-      convert(param + c, p, n);
-      convert(exp_avg + c, m, n);
-      convert(exp_avg_sq + c, v, n);
-      convert(grad + c, g, n);
-      update_floats(p, m, v, g, n, s);
+    return;
+  }
+  constexpr int64_t kChunk = 512;
+  float p[kChunk], m[kChunk], v[kChunk], g[kChunk];
+  for (int64_t c = begin; c < end; c += kChunk) {
+    const int64_t n = std::min(kChunk, end - c);
+    convert(param + c, p, n);
+    convert(exp_avg + c, m, n);
+    convert(exp_avg_sq + c, v, n);
+    convert(grad + c, g, n);
+    update_floats(p, m, v, g, n, s);
+    if constexpr (kStream && std::is_same_v<TP, float>) {
+      stream_floats(p, param_out + c, n);
+      stream_floats(m, exp_avg_out + c, n);
+      stream_floats(v, exp_avg_sq_out + c, n);
+    } else {
       convert(p, param_out + c, n);
       convert(m, exp_avg_out + c, n);
       convert(v, exp_avg_sq_out + c, n);
     }
   }
+  if constexpr (kStream) _mm_sfence();
 }
 
-template <class TP, class T>
+template <bool kStream, class TP, class T>
 void update_baseline(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, const T* grad, const AdamWScalars& s,
                      TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out, int64_t begin, int64_t end) {
-  update(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out, begin, end);
+  update<kStream>(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out, begin, end);
 }
 
-template <class TP, class T>
+template <bool kStream, class TP, class T>
 OAO_AVX2_TARGET void update_avx2(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, const T* grad,
                                  const AdamWScalars& s, TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out,
                                  int64_t begin, int64_t end) {
-  update(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out, begin, end);
+  update<kStream>(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out, begin, end);
 }
 
 }  // namespace
@@ -123,7 +142,11 @@ void apply_adam_w(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, cons
                   TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out, int64_t count, const Parallel& parallel) {
   // Elements are independent: any split gives the same bits; blocks of at least 32K elements.
   const size_t blocks = block_count(static_cast<size_t>(count), 1);
-  const auto block_fn = use_avx2() ? update_avx2<TP, T> : update_baseline<TP, T>;
+  // Streaming stores for float32 outputs too large (8 MiB) to stay in cache, none its input.
+  const bool stream = std::is_same_v<TP, float> && param_out != param && exp_avg_out != exp_avg &&
+                      exp_avg_sq_out != exp_avg_sq && static_cast<size_t>(count) * sizeof(TP) >= (size_t(8) << 20);
+  const auto block_fn = use_avx2() ? (stream ? update_avx2<true, TP, T> : update_avx2<false, TP, T>)
+                                   : (stream ? update_baseline<true, TP, T> : update_baseline<false, TP, T>);
   parallel.for_each(blocks, [&](size_t b) {
     block_fn(param, exp_avg, exp_avg_sq, grad, s, param_out, exp_avg_out, exp_avg_sq_out,
            block_begin(b, blocks, count), block_begin(b + 1, blocks, count));

@@ -142,9 +142,9 @@ void apply_adam_w(const TP* param, const TP* exp_avg, const TP* exp_avg_sq, cons
                   TP* param_out, TP* exp_avg_out, TP* exp_avg_sq_out, int64_t count, const Parallel& parallel) {
   // Elements are independent: any split gives the same bits; blocks of at least 32K elements.
   const size_t blocks = block_count(static_cast<size_t>(count), 1);
-  // Streaming stores for float32 outputs too large (8 MiB) to stay in cache, none its input.
+  // Streaming stores for float32 outputs past kStreamingBytes, none its input's buffer.
   const bool stream = std::is_same_v<TP, float> && param_out != param && exp_avg_out != exp_avg &&
-                      exp_avg_sq_out != exp_avg_sq && static_cast<size_t>(count) * sizeof(TP) >= (size_t(8) << 20);
+                      exp_avg_sq_out != exp_avg_sq && static_cast<size_t>(count) * sizeof(TP) >= kStreamingBytes;
   const auto block_fn = use_avx2() ? (stream ? update_avx2<true, TP, T> : update_avx2<false, TP, T>)
                                    : (stream ? update_baseline<true, TP, T> : update_baseline<false, TP, T>);
   parallel.for_each(blocks, [&](size_t b) {

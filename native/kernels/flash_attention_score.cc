@@ -24,7 +24,6 @@ struct Tiles {
   std::vector<bfloat16> q16, p16;
 };
 
-
 // One task: the rows of heads [head_begin, head_end) stacked, head by head, so that each key and
 // value block is read (and converted) once for all of them and multiplied in one GEMM each.
 template <class T>

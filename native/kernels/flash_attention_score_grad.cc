@@ -58,7 +58,6 @@ constexpr int kMaxSplits = 4;
 // taller tiles of narrow heads halve what OpenBLAS packs per product.
 int64_t key_block(const FlashAttentionGeometry& g) { return std::max(g.d, g.dv) <= 64 ? 512 : 256; }
 
-
 // Per-tile buffers of one thread: P and dS (m x n, and rounded to bfloat16 with dot products),
 // float32 key and value blocks of 16-bit types, and the block's dk and dv sums.
 struct Tiles {

@@ -96,8 +96,6 @@ struct FaQueryTask {
 };
 std::vector<FaQueryTask> fa_query_tasks(const FlashAttentionGeometry& g);
 
-// A float32 view of `rows` rows of `cols` elements `stride` apart: the rows themselves for float32,
-// else converted into `buffer` (then `cols` apart). The pointer and its leading dimension.
 // Whether the attention kernels multiply T's operands on the CPU's bfloat16 dot products
 // (gemm_bf16) instead of float32 copies: bfloat16 with AVX-512 BF16.
 template <class T>
@@ -105,6 +103,8 @@ bool fa_dot_products() {
   return std::is_same_v<T, bfloat16> && use_avx512_bf16();
 }
 
+// A float32 view of `rows` rows of `cols` elements `stride` apart: the rows themselves for float32,
+// else converted into `buffer` (then `cols` apart). The pointer and its leading dimension.
 struct FaRows {
   const float* data;
   int64_t ld;

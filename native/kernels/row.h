@@ -23,6 +23,10 @@ bool use_avx512_bf16();
 #define OAO_AVX512_BF16_TARGET \
   __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
+// Outputs at least this large are written with streaming stores where a kernel can: they would not
+// stay in cache anyway, and streaming skips the read for ownership.
+constexpr size_t kStreamingBytes = size_t(8) << 20;
+
 // out[j] = sum over b in [0, blocks) of partial[b * cols + j], for j in [begin, end), adding the
 // blocks in index order.
 void sum_partials(const float* partial, size_t blocks, int64_t cols, int64_t begin, int64_t end, float* out);

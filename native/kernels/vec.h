@@ -160,7 +160,7 @@ inline bool all_finite(const float* v, int64_t n) {
 template <class T>
 bool use_streaming(const T* out, int64_t rows, int64_t cols) {
   const size_t row_bytes = static_cast<size_t>(cols) * sizeof(T);
-  return static_cast<size_t>(rows) * row_bytes >= (size_t(8) << 20) &&
+  return static_cast<size_t>(rows) * row_bytes >= kStreamingBytes &&
          reinterpret_cast<uintptr_t>(out) % kStreamAlign<T> == 0 && row_bytes % kStreamAlign<T> == 0;
 }
 
